@@ -1,0 +1,404 @@
+package remoting
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+)
+
+// DefaultMaxFrameSize is the largest frame accepted by default (RocketMQ's
+// com.rocketmq.remoting.frameMaxLength).
+const DefaultMaxFrameSize = 16 << 20
+
+// minFrameLength is the smallest legal value of the length field: the
+// header-length word alone.
+const minFrameLength = 4
+
+// ErrFrameTooLarge is returned when a frame's length field exceeds the limit.
+var ErrFrameTooLarge = errors.New("remoting: frame exceeds the size limit")
+
+// FrameError describes a frame that cannot be decoded. The connection that
+// carried it cannot be trusted to be in sync any more and is closed.
+type FrameError struct {
+	Reason string
+	Err    error
+}
+
+func (e *FrameError) Error() string {
+	if e.Err != nil {
+		return "remoting: malformed frame: " + e.Reason + ": " + e.Err.Error()
+	}
+	return "remoting: malformed frame: " + e.Reason
+}
+
+func (e *FrameError) Unwrap() error { return e.Err }
+
+// ReadFrame reads one frame from r and decodes it. The length field is checked
+// against maxFrame before any allocation.
+func ReadFrame(r *bufio.Reader, maxFrame int) (*Command, error) {
+	var lenBuf [4]byte
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		return nil, err
+	}
+	n := int64(int32(binary.BigEndian.Uint32(lenBuf[:])))
+	if n < minFrameLength {
+		return nil, &FrameError{Reason: fmt.Sprintf("length field %d is below %d", n, minFrameLength)}
+	}
+	if n > int64(maxFrame) {
+		return nil, fmt.Errorf("%w: %d > %d bytes", ErrFrameTooLarge, n, maxFrame)
+	}
+	frame := make([]byte, n)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return DecodeFrame(frame)
+}
+
+// DecodeFrame decodes the part of a frame after the length field: the
+// header-length word, the header and the body. The returned command's Body
+// aliases frame.
+func DecodeFrame(frame []byte) (*Command, error) {
+	if len(frame) < minFrameLength {
+		return nil, &FrameError{Reason: "frame shorter than its header-length field"}
+	}
+	word := binary.BigEndian.Uint32(frame)
+	typ := SerializeType(word >> 24)
+	headerLen := int(word & 0xFFFFFF)
+	if headerLen > len(frame)-4 {
+		return nil, &FrameError{Reason: fmt.Sprintf("header length %d exceeds frame length %d", headerLen, len(frame)-4)}
+	}
+	header := frame[4 : 4+headerLen]
+	var (
+		cmd *Command
+		err error
+	)
+	switch typ {
+	case SerializeJSON:
+		cmd, err = decodeJSONHeader(header)
+	case SerializeRocketMQ:
+		cmd, err = decodeBinaryHeader(header)
+	default:
+		return nil, &FrameError{Reason: fmt.Sprintf("unknown serialize type %d", typ)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	cmd.Serialize = typ
+	if body := frame[4+headerLen:]; len(body) > 0 {
+		cmd.Body = body
+	}
+	return cmd, nil
+}
+
+// jsonHeader is the wire shape of a JSON header. language and the ext values
+// are decoded leniently: Java and older clients send numbers and booleans
+// where strings are expected.
+type jsonHeader struct {
+	Code      json.Number                `json:"code"`
+	Language  json.RawMessage            `json:"language"`
+	Version   json.Number                `json:"version"`
+	Opaque    json.Number                `json:"opaque"`
+	Flag      json.Number                `json:"flag"`
+	Remark    *string                    `json:"remark"`
+	ExtFields map[string]json.RawMessage `json:"extFields"`
+}
+
+func decodeJSONHeader(b []byte) (*Command, error) {
+	var h jsonHeader
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, &FrameError{Reason: "invalid JSON header", Err: err}
+	}
+	cmd := &Command{}
+	var err error
+	if cmd.Code, err = int32Field("code", h.Code); err != nil {
+		return nil, err
+	}
+	if cmd.Version, err = int32Field("version", h.Version); err != nil {
+		return nil, err
+	}
+	if cmd.Opaque, err = int32Field("opaque", h.Opaque); err != nil {
+		return nil, err
+	}
+	if cmd.Flag, err = int32Field("flag", h.Flag); err != nil {
+		return nil, err
+	}
+	if h.Remark != nil {
+		cmd.Remark = *h.Remark
+	}
+	if len(h.Language) > 0 {
+		cmd.Language = scalarText(h.Language)
+	}
+	if len(h.ExtFields) > 0 {
+		cmd.ExtFields = make(map[string]string, len(h.ExtFields))
+		for k, v := range h.ExtFields {
+			if string(v) == "null" {
+				continue
+			}
+			if len(v) > 0 && (v[0] == '{' || v[0] == '[') {
+				return nil, &FrameError{Reason: fmt.Sprintf("ext field %q is not a scalar", k)}
+			}
+			cmd.ExtFields[k] = scalarText(v)
+		}
+	}
+	return cmd, nil
+}
+
+// scalarText renders a JSON scalar as text: strings unquoted, everything
+// else as written.
+func scalarText(v json.RawMessage) string {
+	if len(v) > 0 && v[0] == '"' {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return s
+		}
+	}
+	return string(v)
+}
+
+func int32Field(name string, n json.Number) (int32, error) {
+	if n == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil || v < math.MinInt32 || v > math.MaxInt32 {
+		return 0, &FrameError{Reason: fmt.Sprintf("header field %s=%s is not a 32-bit integer", name, n)}
+	}
+	return int32(v), nil
+}
+
+// languageCodes maps the binary header's language byte to its name.
+var languageCodes = []string{"JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS", "RUST", "NODE_JS"}
+
+func languageName(code byte) string {
+	if int(code) < len(languageCodes) {
+		return languageCodes[code]
+	}
+	return "OTHER"
+}
+
+func languageCode(name string) byte {
+	for i, n := range languageCodes {
+		if n == name {
+			return byte(i)
+		}
+	}
+	if v, err := strconv.Atoi(name); err == nil && v >= 0 && v < 256 {
+		return byte(v)
+	}
+	return 7 // OTHER
+}
+
+// binaryFixedLen is the fixed part of a ROCKETMQ header: code(2) language(1)
+// version(2) opaque(4) flag(4) remark length(4) ext length(4).
+const binaryFixedLen = 21
+
+func decodeBinaryHeader(b []byte) (*Command, error) {
+	if len(b) < binaryFixedLen {
+		return nil, &FrameError{Reason: fmt.Sprintf("binary header of %d bytes is shorter than %d", len(b), binaryFixedLen)}
+	}
+	cmd := &Command{
+		Code:     int32(int16(binary.BigEndian.Uint16(b[0:]))),
+		Language: languageName(b[2]),
+		Version:  int32(int16(binary.BigEndian.Uint16(b[3:]))),
+		Opaque:   int32(binary.BigEndian.Uint32(b[5:])),
+		Flag:     int32(binary.BigEndian.Uint32(b[9:])),
+	}
+	rest := b[13:]
+	remarkLen := int(int32(binary.BigEndian.Uint32(rest)))
+	rest = rest[4:]
+	if remarkLen < 0 || remarkLen > len(rest) {
+		return nil, &FrameError{Reason: fmt.Sprintf("binary header remark length %d out of range", remarkLen)}
+	}
+	cmd.Remark = string(rest[:remarkLen])
+	rest = rest[remarkLen:]
+	if len(rest) < 4 {
+		return nil, &FrameError{Reason: "binary header truncated before ext fields"}
+	}
+	extLen := int(int32(binary.BigEndian.Uint32(rest)))
+	rest = rest[4:]
+	if extLen < 0 || extLen > len(rest) {
+		return nil, &FrameError{Reason: fmt.Sprintf("binary header ext length %d out of range", extLen)}
+	}
+	ext := rest[:extLen]
+	if len(ext) > 0 {
+		cmd.ExtFields = make(map[string]string)
+	}
+	for len(ext) > 0 {
+		if len(ext) < 2 {
+			return nil, &FrameError{Reason: "binary ext field truncated in key length"}
+		}
+		kl := int(binary.BigEndian.Uint16(ext))
+		ext = ext[2:]
+		if kl > len(ext) {
+			return nil, &FrameError{Reason: "binary ext key longer than the header"}
+		}
+		k := string(ext[:kl])
+		ext = ext[kl:]
+		if len(ext) < 4 {
+			return nil, &FrameError{Reason: "binary ext field truncated in value length"}
+		}
+		vl := int(int32(binary.BigEndian.Uint32(ext)))
+		ext = ext[4:]
+		if vl < 0 || vl > len(ext) {
+			return nil, &FrameError{Reason: "binary ext value longer than the header"}
+		}
+		cmd.ExtFields[k] = string(ext[:vl])
+		ext = ext[vl:]
+	}
+	return cmd, nil
+}
+
+// AppendFrame appends the whole wire frame of cmd (length field included),
+// encoding the header as cmd.Serialize says.
+func AppendFrame(dst []byte, cmd *Command) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length, type+header length
+	hstart := len(dst)
+	if cmd.Serialize == SerializeRocketMQ {
+		dst = appendBinaryHeader(dst, cmd)
+	} else {
+		dst = appendJSONHeader(dst, cmd)
+	}
+	headerLen := len(dst) - hstart
+	dst = append(dst, cmd.Body...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(cmd.Serialize)<<24|uint32(headerLen)&0xFFFFFF)
+	return dst
+}
+
+// EncodeFrame returns the wire frame of cmd.
+func EncodeFrame(cmd *Command) []byte {
+	return AppendFrame(make([]byte, 0, 256+len(cmd.Body)), cmd)
+}
+
+// appendJSONHeader writes a compact JSON header with sorted ext keys, every
+// ext value a JSON string (the Go client drops a frame with anything else).
+func appendJSONHeader(dst []byte, cmd *Command) []byte {
+	lang := cmd.Language
+	if lang == "" {
+		lang = Language
+	}
+	dst = append(dst, `{"code":`...)
+	dst = strconv.AppendInt(dst, int64(cmd.Code), 10)
+	dst = append(dst, `,"language":`...)
+	dst = appendJSONString(dst, lang)
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendInt(dst, int64(cmd.Version), 10)
+	dst = append(dst, `,"opaque":`...)
+	dst = strconv.AppendInt(dst, int64(cmd.Opaque), 10)
+	dst = append(dst, `,"flag":`...)
+	dst = strconv.AppendInt(dst, int64(cmd.Flag), 10)
+	if cmd.Remark != "" {
+		dst = append(dst, `,"remark":`...)
+		dst = appendJSONString(dst, cmd.Remark)
+	}
+	if len(cmd.ExtFields) > 0 {
+		dst = append(dst, `,"extFields":{`...)
+		for i, k := range sortedKeys(cmd.ExtFields) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			dst = appendJSONString(dst, cmd.ExtFields[k])
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"serializeTypeCurrentRPC":"JSON"}`...)
+	return dst
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string literal. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c >= 0x20:
+				dst = append(dst, c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\r':
+				dst = append(dst, '\\', 'r')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+func appendBinaryHeader(dst []byte, cmd *Command) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(int16(cmd.Code)))
+	lang := cmd.Language
+	if lang == "" {
+		lang = Language
+	}
+	dst = append(dst, languageCode(lang))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(int16(cmd.Version)))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(cmd.Opaque))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(cmd.Flag))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(cmd.Remark)))
+	dst = append(dst, cmd.Remark...)
+	lenAt := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	for _, k := range sortedKeys(cmd.ExtFields) {
+		v := cmd.ExtFields[k]
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
+		dst = append(dst, k...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
+		dst = append(dst, v...)
+	}
+	binary.BigEndian.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
+	return dst
+}
+
+// readerPool-free helper for tests and tools: DecodeWholeFrame decodes a
+// complete frame including its length field.
+func DecodeWholeFrame(b []byte) (*Command, error) {
+	if len(b) < 4 {
+		return nil, &FrameError{Reason: "frame shorter than its length field"}
+	}
+	n := int(int32(binary.BigEndian.Uint32(b)))
+	if n != len(b)-4 {
+		return nil, &FrameError{Reason: fmt.Sprintf("length field %d does not match %d bytes", n, len(b)-4)}
+	}
+	return ReadFrame(bufio.NewReader(bytes.NewReader(b)), math.MaxInt32)
+}

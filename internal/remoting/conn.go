@@ -1,0 +1,352 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrConnClosed is returned for requests on a connection that has closed.
+var ErrConnClosed = errors.New("remoting: connection closed")
+
+// ErrTimeout is returned when a request's deadline passes before its response.
+var ErrTimeout = errors.New("remoting: request timed out")
+
+// Handler serves one request arriving on conn. It returns the response, or
+// nil to send none (the request was oneway, or the handler answered later
+// through conn.Respond).
+type Handler func(ctx context.Context, conn *Conn, req *Command) *Command
+
+// opaqueSeq numbers requests process-wide, like the RocketMQ clients.
+var opaqueSeq atomic.Int32
+
+func nextOpaque() int32 {
+	for {
+		if v := opaqueSeq.Add(1); v > 0 {
+			return v
+		}
+		opaqueSeq.CompareAndSwap(opaqueSeq.Load(), 0)
+	}
+}
+
+// Conn is one remoting connection. Either side may send requests on it: a
+// broker pushes NOTIFY_CONSUMER_IDS_CHANGED down a client's connection. One
+// goroutine reads; writes are serialised by a mutex. Conn is safe for
+// concurrent use.
+type Conn struct {
+	netConn      net.Conn
+	reader       *bufio.Reader
+	maxFrame     int
+	writeTimeout time.Duration
+	idleTimeout  time.Duration
+	logger       *slog.Logger
+	dispatch     func(*Conn, *Command) // requests arriving on this conn
+
+	writeMu sync.Mutex
+	wbuf    []byte
+
+	mu      sync.Mutex
+	pending map[int32]*call
+	closed  bool
+	err     error
+	done    chan struct{}
+
+	onCloseMu sync.Mutex
+	onClose   []func(*Conn)
+
+	// Values lets owners hang state on the connection (a broker's client
+	// registry keys on it). Guarded by mu.
+	values map[any]any
+}
+
+type call struct {
+	resp chan *Command
+	cb   func(*Command, error)
+	tm   *time.Timer
+}
+
+// connConfig carries the settings a Conn needs from its owner.
+type connConfig struct {
+	maxFrame     int
+	writeTimeout time.Duration
+	idleTimeout  time.Duration
+	logger       *slog.Logger
+	dispatch     func(*Conn, *Command)
+}
+
+func newConn(nc net.Conn, cfg connConfig) *Conn {
+	if cfg.maxFrame <= 0 {
+		cfg.maxFrame = DefaultMaxFrameSize
+	}
+	if cfg.writeTimeout <= 0 {
+		cfg.writeTimeout = 10 * time.Second
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	return &Conn{
+		netConn:      nc,
+		reader:       bufio.NewReaderSize(nc, 64<<10),
+		maxFrame:     cfg.maxFrame,
+		writeTimeout: cfg.writeTimeout,
+		idleTimeout:  cfg.idleTimeout,
+		logger:       cfg.logger.With("peer", nc.RemoteAddr().String()),
+		dispatch:     cfg.dispatch,
+		pending:      make(map[int32]*call),
+		done:         make(chan struct{}),
+	}
+}
+
+// RemoteAddr is the peer's address as "ip:port".
+func (c *Conn) RemoteAddr() string { return c.netConn.RemoteAddr().String() }
+
+// LocalAddr is this side's address as "ip:port".
+func (c *Conn) LocalAddr() string { return c.netConn.LocalAddr().String() }
+
+// Done is closed when the connection has closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection closed, or nil while it is open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// OnClose registers fn to run once after the connection closes. If it has
+// closed already, fn runs at once.
+func (c *Conn) OnClose(fn func(*Conn)) {
+	c.onCloseMu.Lock()
+	select {
+	case <-c.done:
+		c.onCloseMu.Unlock()
+		fn(c)
+		return
+	default:
+	}
+	c.onClose = append(c.onClose, fn)
+	c.onCloseMu.Unlock()
+}
+
+// SetValue stores v under k on the connection.
+func (c *Conn) SetValue(k, v any) {
+	c.mu.Lock()
+	if c.values == nil {
+		c.values = make(map[any]any)
+	}
+	c.values[k] = v
+	c.mu.Unlock()
+}
+
+// Value returns what SetValue stored under k.
+func (c *Conn) Value(k any) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.values[k]
+}
+
+// readLoop reads frames until the connection fails. Responses complete their
+// pending call; requests go to dispatch.
+func (c *Conn) readLoop() {
+	var err error
+	for {
+		if c.idleTimeout > 0 {
+			c.netConn.SetReadDeadline(time.Now().Add(c.idleTimeout))
+		}
+		var cmd *Command
+		cmd, err = ReadFrame(c.reader, c.maxFrame)
+		if err != nil {
+			var fe *FrameError
+			if errors.As(err, &fe) || errors.Is(err, ErrFrameTooLarge) {
+				c.logger.Warn("closing connection after a malformed frame", "err", err)
+			}
+			break
+		}
+		if cmd.IsResponse() {
+			c.complete(cmd)
+			continue
+		}
+		if c.dispatch == nil {
+			c.logger.Debug("dropping request: no handlers on this side", "code", cmd.Code)
+			continue
+		}
+		c.dispatch(c, cmd)
+	}
+	c.closeWith(err)
+}
+
+func (c *Conn) complete(resp *Command) {
+	c.mu.Lock()
+	cl, ok := c.pending[resp.Opaque]
+	if ok {
+		delete(c.pending, resp.Opaque)
+	}
+	c.mu.Unlock()
+	if !ok {
+		c.logger.Debug("response for an unknown or expired request", "opaque", resp.Opaque, "code", resp.Code)
+		return
+	}
+	cl.finish(resp, nil)
+}
+
+func (cl *call) finish(resp *Command, err error) {
+	if cl.tm != nil {
+		cl.tm.Stop()
+	}
+	if cl.cb != nil {
+		// Never in the read loop: a callback that invokes again on this
+		// connection would wait for a response only the read loop can read.
+		go cl.cb(resp, err)
+		return
+	}
+	if err != nil {
+		close(cl.resp)
+		return
+	}
+	cl.resp <- resp
+}
+
+// Close closes the connection; pending requests fail with ErrConnClosed.
+func (c *Conn) Close() error {
+	c.closeWith(ErrConnClosed)
+	return nil
+}
+
+func (c *Conn) closeWith(err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	if err == nil {
+		err = ErrConnClosed
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+
+	c.netConn.Close()
+	for _, cl := range pending {
+		cl.finish(nil, fmt.Errorf("%w: %v", ErrConnClosed, err))
+	}
+	c.onCloseMu.Lock()
+	close(c.done)
+	hooks := c.onClose
+	c.onClose = nil
+	c.onCloseMu.Unlock()
+	for _, fn := range hooks {
+		fn(c)
+	}
+}
+
+// Write sends cmd as one frame. Writes from many goroutines are serialised.
+func (c *Conn) Write(cmd *Command) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.wbuf = AppendFrame(c.wbuf[:0], cmd)
+	if len(c.wbuf) > c.maxFrame+4 {
+		return fmt.Errorf("%w: outgoing %d bytes", ErrFrameTooLarge, len(c.wbuf)-4)
+	}
+	c.netConn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	_, err := c.netConn.Write(c.wbuf)
+	if cap(c.wbuf) > 1<<20 {
+		c.wbuf = nil // do not pin a large buffer after one big message
+	}
+	if err != nil {
+		go c.closeWith(err)
+		return fmt.Errorf("%w: %v", ErrConnClosed, err)
+	}
+	return nil
+}
+
+// Respond writes resp, the answer to a request that a handler deferred.
+func (c *Conn) Respond(resp *Command) error {
+	resp.Flag |= FlagResponse
+	return c.Write(resp)
+}
+
+func (c *Conn) register(req *Command, cl *call) error {
+	req.Opaque = nextOpaque()
+	req.Flag &^= FlagResponse
+	c.mu.Lock()
+	if c.closed {
+		err := c.err
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %v", ErrConnClosed, err)
+	}
+	c.pending[req.Opaque] = cl
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Conn) forget(opaque int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[opaque]; !ok {
+		return false
+	}
+	delete(c.pending, opaque)
+	return true
+}
+
+// Invoke sends req and waits for its response until ctx ends.
+func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
+	cl := &call{resp: make(chan *Command, 1)}
+	if err := c.register(req, cl); err != nil {
+		return nil, err
+	}
+	if err := c.Write(req); err != nil {
+		c.forget(req.Opaque)
+		return nil, err
+	}
+	select {
+	case resp, ok := <-cl.resp:
+		if !ok {
+			return nil, fmt.Errorf("%w: %v", ErrConnClosed, c.Err())
+		}
+		return resp, nil
+	case <-ctx.Done():
+		c.forget(req.Opaque)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w: code %d to %s", ErrTimeout, req.Code, c.RemoteAddr())
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// InvokeAsync sends req and calls cb exactly once, from another goroutine,
+// with the response or an error (ErrTimeout after timeout).
+func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, cb func(*Command, error)) {
+	cl := &call{cb: cb}
+	if err := c.register(req, cl); err != nil {
+		go cb(nil, err)
+		return
+	}
+	opaque := req.Opaque
+	cl.tm = time.AfterFunc(timeout, func() {
+		if c.forget(opaque) {
+			cb(nil, fmt.Errorf("%w: code %d to %s", ErrTimeout, req.Code, c.RemoteAddr()))
+		}
+	})
+	if err := c.Write(req); err != nil {
+		if c.forget(opaque) {
+			cl.tm.Stop()
+			go cb(nil, err)
+		}
+	}
+}
+
+// InvokeOneway sends req flagged oneway; no response is awaited.
+func (c *Conn) InvokeOneway(req *Command) error {
+	req.Opaque = nextOpaque()
+	req.Flag = (req.Flag &^ FlagResponse) | FlagOneway
+	return c.Write(req)
+}
