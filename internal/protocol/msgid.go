@@ -1,0 +1,53 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// OffsetMessageID returns the offset message id of a record stored by
+// storeHost at commit-log offset off: upper-case hex of IP, port (int32) and
+// offset (int64).
+func OffsetMessageID(storeHost netip.AddrPort, off int64) string {
+	var b [28]byte
+	n := 0
+	a := storeHost.Addr().Unmap()
+	if a.Is4() || !a.IsValid() {
+		ip := a.As4()
+		if !a.IsValid() {
+			ip = [4]byte{}
+		}
+		n += copy(b[:], ip[:])
+	} else {
+		ip := a.As16()
+		n += copy(b[:], ip[:])
+	}
+	binary.BigEndian.PutUint32(b[n:], uint32(storeHost.Port()))
+	n += 4
+	binary.BigEndian.PutUint64(b[n:], uint64(off))
+	n += 8
+	return strings.ToUpper(hex.EncodeToString(b[:n]))
+}
+
+// ParseOffsetMessageID decodes an offset message id into the store host and
+// commit-log offset.
+func ParseOffsetMessageID(id string) (netip.AddrPort, int64, error) {
+	b, err := hex.DecodeString(id)
+	if err != nil || (len(b) != 16 && len(b) != 28) {
+		return netip.AddrPort{}, 0, fmt.Errorf("protocol: %q is not an offset message id", id)
+	}
+	var a netip.Addr
+	if len(b) == 16 {
+		a = netip.AddrFrom4([4]byte(b[:4]))
+		b = b[4:]
+	} else {
+		a = netip.AddrFrom16([16]byte(b[:16]))
+		b = b[16:]
+	}
+	port := binary.BigEndian.Uint32(b)
+	off := int64(binary.BigEndian.Uint64(b[4:]))
+	return netip.AddrPortFrom(a, uint16(port)), off, nil
+}

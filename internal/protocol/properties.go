@@ -1,0 +1,114 @@
+package protocol
+
+import "strings"
+
+// Message property names (RocketMQ's MessageConst).
+const (
+	PropertyKeys                 = "KEYS"
+	PropertyTags                 = "TAGS"
+	PropertyWaitStoreMsgOK       = "WAIT"
+	PropertyDelayLevel           = "DELAY"
+	PropertyRetryTopic           = "RETRY_TOPIC"
+	PropertyRealTopic            = "REAL_TOPIC"
+	PropertyRealQueueID          = "REAL_QID"
+	PropertyTransactionPrepared  = "TRAN_MSG"
+	PropertyProducerGroup        = "PGROUP"
+	PropertyMinOffset            = "MIN_OFFSET"
+	PropertyMaxOffset            = "MAX_OFFSET"
+	PropertyUniqClientMessageID  = "UNIQ_KEY"
+	PropertyOriginMessageID      = "ORIGIN_MESSAGE_ID"
+	PropertyReconsumeTime        = "RECONSUME_TIME"
+	PropertyMaxReconsumeTimes    = "MAX_RECONSUME_TIMES"
+	PropertyConsumeStartTime     = "CONSUME_START_TIME"
+	PropertyMsgRegion            = "MSG_REGION"
+	PropertyTraceSwitch          = "TRACE_ON"
+	PropertyCluster              = "CLUSTER"
+	PropertyTimerDeliverMS       = "TIMER_DELIVER_MS"
+	PropertyDLQOriginTopic       = "DLQ_ORIGIN_TOPIC"
+	PropertyDLQOriginMessageID   = "DLQ_ORIGIN_MESSAGE_ID"
+	PropertyTransactionID        = "__transactionId__"
+	PropertyShardingKey          = "SHARDING_KEY"
+	propertyNameValueSeparator   = '\x01'
+	propertySeparator            = '\x02'
+	propertyNameValueSeparatorSt = "\x01"
+	propertySeparatorSt          = "\x02"
+)
+
+// ParseProperties decodes a properties string into a map. Items without a
+// separator are skipped, as the Java decoder does.
+func ParseProperties(s string) map[string]string {
+	m := make(map[string]string, 4)
+	for len(s) > 0 {
+		var item string
+		if i := strings.IndexByte(s, propertySeparator); i >= 0 {
+			item, s = s[:i], s[i+1:]
+		} else {
+			item, s = s, ""
+		}
+		k, v, ok := strings.Cut(item, propertyNameValueSeparatorSt)
+		if !ok || k == "" {
+			continue
+		}
+		m[k] = v
+	}
+	return m
+}
+
+// Property returns the value of one property without building a map.
+func Property(s, name string) (string, bool) {
+	for len(s) > 0 {
+		var item string
+		if i := strings.IndexByte(s, propertySeparator); i >= 0 {
+			item, s = s[:i], s[i+1:]
+		} else {
+			item, s = s, ""
+		}
+		if len(item) > len(name) && item[len(name)] == propertyNameValueSeparator && item[:len(name)] == name {
+			return item[len(name)+1:], true
+		}
+	}
+	return "", false
+}
+
+// EncodeProperties encodes m as a properties string, keys in sorted order so
+// the output is deterministic.
+func EncodeProperties(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, k := range sortedKeys(m) {
+		b.WriteString(k)
+		b.WriteByte(propertyNameValueSeparator)
+		b.WriteString(m[k])
+		b.WriteByte(propertySeparator)
+	}
+	return b.String()
+}
+
+// TagsHashCode is the consume-queue tag code: Java's String.hashCode of the
+// tag, which is what the Go and Java clients put in a subscription's codeSet.
+func TagsHashCode(tags string) int64 {
+	if tags == "" {
+		return 0
+	}
+	var h int32
+	for _, r := range utf16Units(tags) {
+		h = 31*h + int32(r)
+	}
+	return int64(h)
+}
+
+// utf16Units returns s as UTF-16 code units, the unit Java hashes.
+func utf16Units(s string) []uint16 {
+	out := make([]uint16, 0, len(s))
+	for _, r := range s {
+		if r >= 0x10000 {
+			r -= 0x10000
+			out = append(out, uint16(0xD800+(r>>10)), uint16(0xDC00+(r&0x3FF)))
+			continue
+		}
+		out = append(out, uint16(r))
+	}
+	return out
+}
