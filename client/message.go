@@ -1,0 +1,244 @@
+package client
+
+import (
+	"bytes"
+	"compress/zlib"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// Message is a message to send.
+type Message struct {
+	// Topic is where the message goes: 1–127 characters from
+	// [%|a-zA-Z0-9_-].
+	Topic string
+	// Tags is the message's tag, which consumers filter on ("" = none).
+	Tags string
+	// Keys index the message (RocketMQ's KEYS property).
+	Keys []string
+	// Body is the payload; it must not be empty. Bodies of CompressThreshold
+	// bytes or more travel zlib-compressed and are decompressed on receipt.
+	Body []byte
+	// Properties are user properties. Names must not contain the bytes 0x01
+	// or 0x02, and must not be RocketMQ's system names (KEYS, TAGS, ...).
+	Properties map[string]string
+	// DelayLevel, if positive, delays delivery by the broker's delay level
+	// (RocketMQ: 1 = 1 s, 2 = 5 s, 3 = 10 s, ...).
+	DelayLevel int
+	// Flag is RocketMQ's user flag, carried as is.
+	Flag int32
+}
+
+// MessageExt is a message as a consumer receives it.
+type MessageExt struct {
+	Message
+	// MsgID is the client-assigned unique id (UNIQ_KEY), or OffsetMsgID if
+	// the sender set none.
+	MsgID string
+	// OffsetMsgID is the broker's id: store host and commit-log offset.
+	OffsetMsgID string
+	// QueueID and QueueOffset place the message in its queue.
+	QueueID     int
+	QueueOffset int64
+	// BrokerName, BrokerAddr and IDC are the broker the message was read
+	// from (for a redelivered message: the broker of its retry queue).
+	BrokerName string
+	BrokerAddr string
+	IDC        string
+	// StoreTimestamp and BornTimestamp are when the broker stored the
+	// message and when the producer made it.
+	StoreTimestamp time.Time
+	BornTimestamp  time.Time
+	// BornHost and StoreHost are "ip:port" of the producer and the broker.
+	BornHost  string
+	StoreHost string
+	// ReconsumeTimes counts earlier deliveries that asked for a retry.
+	ReconsumeTimes int
+	// CommitLogOffset is the message's position in the broker's commit log.
+	CommitLogOffset int64
+	// SysFlag is RocketMQ's message system flag, as stored.
+	SysFlag int32
+}
+
+// MessageQueue names one queue of a topic on one broker.
+type MessageQueue struct {
+	Topic      string
+	BrokerName string
+	QueueID    int
+}
+
+// String renders the queue as "topic@broker#id".
+func (q MessageQueue) String() string { return fmt.Sprintf("%s@%s#%d", q.Topic, q.BrokerName, q.QueueID) }
+
+func (q MessageQueue) internal() protocol.MessageQueue {
+	return protocol.MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID}
+}
+
+// systemProperties are property names the client sets itself; a user
+// property of the same name is refused.
+var systemProperties = map[string]bool{
+	protocol.PropertyKeys: true, protocol.PropertyTags: true, protocol.PropertyDelayLevel: true,
+	protocol.PropertyUniqClientMessageID: true, protocol.PropertyRetryTopic: true, protocol.PropertyReconsumeTime: true,
+	protocol.PropertyMaxReconsumeTimes: true, protocol.PropertyOriginMessageID: true, protocol.PropertyRealTopic: true,
+	protocol.PropertyRealQueueID: true, protocol.PropertyTransactionPrepared: true, protocol.PropertyProducerGroup: true,
+}
+
+// validate checks what the broker would refuse, so a bad message fails at
+// once instead of after a round trip per broker.
+func (m *Message) validate(maxSize int) error {
+	if m == nil {
+		return fmt.Errorf("%w: nil message", ErrInvalidMessage)
+	}
+	if err := protocol.ValidateTopic(m.Topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidMessage, err)
+	}
+	if protocol.IsSystemTopic(m.Topic) {
+		return fmt.Errorf("%w: topic %s is reserved for the broker", ErrInvalidMessage, m.Topic)
+	}
+	if len(m.Body) == 0 {
+		return fmt.Errorf("%w: empty body", ErrInvalidMessage)
+	}
+	if len(m.Body) > maxSize {
+		return fmt.Errorf("%w: body of %d bytes exceeds %d", ErrInvalidMessage, len(m.Body), maxSize)
+	}
+	if m.DelayLevel < 0 {
+		return fmt.Errorf("%w: negative delay level", ErrInvalidMessage)
+	}
+	for k, v := range m.Properties {
+		if k == "" || strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
+			return fmt.Errorf("%w: property %q contains a separator byte", ErrInvalidMessage, k)
+		}
+		if systemProperties[k] {
+			return fmt.Errorf("%w: property %s is reserved", ErrInvalidMessage, k)
+		}
+	}
+	for _, k := range m.Keys {
+		if strings.ContainsAny(k, " \x01\x02") {
+			return fmt.Errorf("%w: key %q contains a space or separator byte", ErrInvalidMessage, k)
+		}
+	}
+	if strings.ContainsAny(m.Tags, "\x01\x02") || strings.Contains(m.Tags, "||") {
+		return fmt.Errorf("%w: tag %q contains a separator", ErrInvalidMessage, m.Tags)
+	}
+	return nil
+}
+
+// wireProperties renders the properties the message travels with: the user
+// properties plus TAGS, KEYS, DELAY and the given UNIQ_KEY.
+func (m *Message) wireProperties(uniqKey string) map[string]string {
+	p := make(map[string]string, len(m.Properties)+4)
+	for k, v := range m.Properties {
+		p[k] = v
+	}
+	if m.Tags != "" {
+		p[protocol.PropertyTags] = m.Tags
+	}
+	if len(m.Keys) > 0 {
+		p[protocol.PropertyKeys] = strings.Join(m.Keys, " ")
+	}
+	if m.DelayLevel > 0 {
+		p[protocol.PropertyDelayLevel] = fmt.Sprint(m.DelayLevel)
+	}
+	if uniqKey != "" {
+		p[protocol.PropertyUniqClientMessageID] = uniqKey
+	}
+	return p
+}
+
+// compressBody zlib-compresses body as rocketmq-client-go does (level 5).
+func compressBody(body []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	w, err := zlib.NewWriterLevel(&buf, 5)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(body); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// decompressBody inflates a zlib body, refusing to grow past limit bytes.
+func decompressBody(body []byte, limit int) ([]byte, error) {
+	r, err := zlib.NewReader(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > limit {
+		return nil, fmt.Errorf("decompressed body exceeds %d bytes", limit)
+	}
+	return out, nil
+}
+
+// decodeMessages decodes a pull response body into messages stamped with
+// the broker they came from.
+func decodeMessages(body []byte, b *brokerInfo) ([]*MessageExt, error) {
+	var out []*MessageExt
+	for len(body) > 0 {
+		m, n, err := protocol.DecodeStoredMessage(body, true, false)
+		if err != nil {
+			return out, err
+		}
+		body = body[n:]
+		ext, err := messageFromStored(m, b)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ext)
+	}
+	return out, nil
+}
+
+// messageFromStored converts a decoded stored record into a MessageExt.
+func messageFromStored(m *protocol.MessageExt, b *brokerInfo) (*MessageExt, error) {
+	body := m.Body
+	if m.SysFlag&protocol.SysFlagCompressed != 0 {
+		var err error
+		if body, err = decompressBody(body, 4*protocol.DefaultMaxMessageSize); err != nil {
+			return nil, fmt.Errorf("zonemq client: message at %s#%d offset %d: body: %w", m.Topic, m.QueueID, m.QueueOffset, err)
+		}
+	}
+	props := protocol.ParseProperties(m.Properties)
+	ext := &MessageExt{
+		Message: Message{
+			Topic:      m.Topic,
+			Tags:       props[protocol.PropertyTags],
+			Body:       body,
+			Properties: props,
+			Flag:       m.Flag,
+		},
+		OffsetMsgID:     protocol.OffsetMessageID(m.StoreHost, m.CommitLogOffset),
+		QueueID:         int(m.QueueID),
+		QueueOffset:     m.QueueOffset,
+		StoreTimestamp:  time.UnixMilli(m.StoreTimestamp),
+		BornTimestamp:   time.UnixMilli(m.BornTimestamp),
+		BornHost:        m.BornHost.String(),
+		StoreHost:       m.StoreHost.String(),
+		ReconsumeTimes:  int(m.ReconsumeTimes),
+		CommitLogOffset: m.CommitLogOffset,
+		SysFlag:         m.SysFlag,
+	}
+	if k := props[protocol.PropertyKeys]; k != "" {
+		ext.Keys = strings.Fields(k)
+	}
+	ext.MsgID = props[protocol.PropertyUniqClientMessageID]
+	if ext.MsgID == "" {
+		ext.MsgID = ext.OffsetMsgID
+	}
+	if b != nil {
+		ext.BrokerName, ext.BrokerAddr, ext.IDC = b.name, b.master(), b.idc
+	}
+	return ext, nil
+}

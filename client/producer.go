@@ -1,0 +1,247 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// Producer defaults.
+const (
+	DefaultProducerGroup           = "DEFAULT_PRODUCER"
+	DefaultSendTimeout             = 3 * time.Second
+	DefaultSendAttemptTimeout      = 1 * time.Second
+	DefaultBrokerIsolation         = 3 * time.Second
+	DefaultCompressThreshold       = 4096
+	DefaultProducerHeartbeatPeriod = 30 * time.Second
+)
+
+// ProducerConfig configures a Producer.
+type ProducerConfig struct {
+	ClientConfig
+
+	// Group is the producer group. Empty means DefaultProducerGroup.
+	Group string
+
+	// SendTimeout bounds one SendSync / SendAsync / SendOrderly call,
+	// failover included; a context deadline that is nearer wins. Zero means
+	// DefaultSendTimeout (3 s).
+	SendTimeout time.Duration
+
+	// SendAttemptTimeout bounds one attempt on one broker; when it passes
+	// the send moves to another broker and the connection to the silent
+	// one is closed. Zero means DefaultSendAttemptTimeout (1 s).
+	SendAttemptTimeout time.Duration
+
+	// BrokerIsolation is how long a broker that failed an attempt is tried
+	// only after every other broker (or until a route shows it
+	// re-registered). Zero means DefaultBrokerIsolation (3 s).
+	BrokerIsolation time.Duration
+
+	// CompressThreshold is the body size from which bodies travel
+	// zlib-compressed. Zero means DefaultCompressThreshold (4 KiB);
+	// negative disables compression.
+	CompressThreshold int
+
+	// MaxMessageSize caps a body (a batch's bodies together). Zero means
+	// 4 MiB, the broker's default limit.
+	MaxMessageSize int
+
+	// HeartbeatInterval is how often the producer announces its group to
+	// the brokers it sends to (HEART_BEAT). Zero means 30 s; producers need
+	// no faster heartbeat, nothing is allocated to them.
+	HeartbeatInterval time.Duration
+}
+
+// Producer sends messages to the brokers of its own IDC and fails over to
+// other brokers and IDCs inside each send call. A Producer is safe for
+// concurrent use; make one per process and share it.
+type Producer struct {
+	cfg ProducerConfig
+	c   *core
+	s   *sender
+
+	mu      sync.Mutex
+	closing bool
+	async   sync.WaitGroup
+}
+
+// NewProducer validates cfg and returns a producer that is not started.
+func NewProducer(cfg ProducerConfig) (*Producer, error) {
+	if cfg.Group == "" {
+		cfg.Group = DefaultProducerGroup
+	}
+	if err := protocol.ValidateGroup(cfg.Group); err != nil {
+		return nil, &ConfigError{"Group", err.Error()}
+	}
+	cfg.SendTimeout = orDefault(cfg.SendTimeout, DefaultSendTimeout)
+	cfg.SendAttemptTimeout = orDefault(cfg.SendAttemptTimeout, DefaultSendAttemptTimeout)
+	cfg.BrokerIsolation = orDefault(cfg.BrokerIsolation, DefaultBrokerIsolation)
+	cfg.HeartbeatInterval = orDefault(cfg.HeartbeatInterval, DefaultProducerHeartbeatPeriod)
+	if cfg.CompressThreshold == 0 {
+		cfg.CompressThreshold = DefaultCompressThreshold
+	}
+	cfg.MaxMessageSize = orDefaultInt(cfg.MaxMessageSize, protocol.DefaultMaxMessageSize)
+	c, err := newCore(cfg.ClientConfig, protocol.ClientRoleProducer)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ClientConfig = c.cfg
+	p := &Producer{cfg: cfg, c: c}
+	p.s = newSender(c, cfg.Group, cfg.SendTimeout, cfg.SendAttemptTimeout, cfg.BrokerIsolation, cfg.CompressThreshold, cfg.MaxMessageSize)
+	c.groups = func() []string { return []string{cfg.Group} }
+	return p, nil
+}
+
+// Start learns the name servers and starts the background loops. It fails
+// when no name server is known (no address server answered and no
+// NamesrvAddrs are configured).
+func (p *Producer) Start(ctx context.Context) error {
+	if err := p.c.start(ctx); err != nil {
+		return err
+	}
+	p.c.goLoop(p.heartbeatLoop)
+	return nil
+}
+
+// Shutdown waits for asynchronous sends to finish (until ctx ends), then
+// stops the producer and closes its connections. It is idempotent.
+func (p *Producer) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() { p.async.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	_, err := p.c.stop(ctx)
+	return err
+}
+
+// ClientID is the producer's client id, "<ip>@<instance>@idc=<idc>" (valid
+// after Start).
+func (p *Producer) ClientID() string { return p.c.id() }
+
+// NameServer is the name server the producer asks first right now: one of
+// its own IDC while any is alive. It is meant for diagnostics.
+func (p *Producer) NameServer() string { return p.c.ns.current() }
+
+// SendSync sends msgs and waits until a broker stored them. One message
+// goes as SEND_MESSAGE; several (same topic) as one batch. A failed or
+// silent broker is left for another one at once, own IDC first: an error
+// comes back only when every broker failed, a broker refused the message
+// itself (e.g. CodeMessageIllegal), or SendTimeout passed. The error is a
+// *SendError listing each attempt.
+func (p *Producer) SendSync(ctx context.Context, msgs ...*Message) (*SendResult, error) {
+	if err := p.c.running(); err != nil {
+		return nil, err
+	}
+	out, err := p.s.prepare(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return p.s.send(ctx, out, p.s.pickRoundRobin)
+}
+
+// SendAsync sends msgs like SendSync on another goroutine and calls cb
+// once with the outcome. Cancelling ctx abandons the send. It returns an
+// error (and does not call cb) only when the messages are invalid or the
+// producer is not running. Shutdown waits for pending callbacks.
+func (p *Producer) SendAsync(ctx context.Context, cb func(*SendResult, error), msgs ...*Message) error {
+	if err := p.c.running(); err != nil {
+		return err
+	}
+	out, err := p.s.prepare(msgs)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		return ErrShutdown
+	}
+	p.async.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.async.Done()
+		res, err := p.s.send(ctx, out, p.s.pickRoundRobin)
+		cb(res, err)
+	}()
+	return nil
+}
+
+// SendOneway sends msgs without waiting for the broker to store them:
+// fastest, and no delivery guarantee. Only a failure to write to any broker
+// is reported.
+func (p *Producer) SendOneway(ctx context.Context, msgs ...*Message) error {
+	if err := p.c.running(); err != nil {
+		return err
+	}
+	out, err := p.s.prepare(msgs)
+	if err != nil {
+		return err
+	}
+	out.oneway = true
+	_, err = p.s.send(ctx, out, p.s.pickRoundRobin)
+	return err
+}
+
+// SendOrderly sends msg to the queue selector chooses, so messages the
+// selector maps to one queue are stored in send order. The selector sees
+// the topic's writable queues with the own IDC's first (following the
+// route's orderTopicConf when it has one). If the chosen queue's broker
+// fails, the selector is asked again without that broker's queues: the
+// message still gets through, but order across the failover is not kept.
+func (p *Producer) SendOrderly(ctx context.Context, msg *Message, selector QueueSelector, arg any) (*SendResult, error) {
+	if err := p.c.running(); err != nil {
+		return nil, err
+	}
+	if selector == nil {
+		selector = HashSelector{}
+	}
+	out, err := p.s.prepare([]*Message{msg})
+	if err != nil {
+		return nil, err
+	}
+	return p.s.send(ctx, out, p.s.pickSelected(msg, selector, arg))
+}
+
+// heartbeatLoop announces the producer group to the brokers it sends to.
+func (p *Producer) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hb := protocol.HeartbeatData{
+			ClientID:        p.c.id(),
+			ProducerDataSet: []protocol.ProducerData{{GroupName: p.cfg.Group}},
+			ConsumerDataSet: []protocol.ConsumerData{},
+		}
+		body := mustJSON(&hb)
+		p.c.routes.mu.Lock()
+		var addrs []string
+		seen := map[string]bool{}
+		for _, r := range p.c.routes.topics {
+			for _, b := range r.brokers {
+				if a := b.master(); a != "" && !seen[a] {
+					seen[a] = true
+					addrs = append(addrs, a)
+				}
+			}
+		}
+		p.c.routes.mu.Unlock()
+		for _, a := range addrs {
+			if _, err := p.c.invoke(ctx, a, request(protocol.HeartBeat, nil, body), p.cfg.RequestTimeout); err != nil && ctx.Err() == nil {
+				p.c.logger.Debug("producer heartbeat failed", "broker", a, "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/idc"
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// rebalanceLoop rebalances every RebalanceInterval (a safety net) and at
+// once when asked: a broker's NOTIFY_CONSUMER_IDS_CHANGED, a route change, a
+// broker connection closing, a failed pull. One goroutine runs every
+// rebalance, so hand-overs never interleave.
+func (pc *PushConsumer) rebalanceLoop(ctx context.Context) {
+	t := time.NewTicker(pc.cfg.RebalanceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-pc.rebalanceCh:
+		}
+		pc.rebalance(ctx)
+	}
+}
+
+// rebalanceSoon asks for another rebalance shortly: a broker did not list
+// us yet, or refused a lock another consumer is about to release.
+func (pc *PushConsumer) rebalanceSoon() {
+	time.AfterFunc(300*time.Millisecond, func() {
+		if pc.c.ctx.Err() == nil {
+			pc.triggerRebalance()
+		}
+	})
+}
+
+// brokerView is one broker's answer to GET_CONSUMER_LIST_BY_GROUP.
+type brokerView struct {
+	ids []string
+	err error
+}
+
+// rebalance computes the queues this consumer should hold and moves to
+// that set. Clustering follows ARCHITECTURE.md §2 flow 5: for each broker B
+// with readable queues, B's queues are allocated over the consumers B
+// reports that are eligible for B (idc.EligibleConsumers); a broker that
+// cannot be asked contributes no queue, so its queues are released (another
+// IDC's consumers, which can reach it, take them). Broadcasting takes every
+// queue.
+func (pc *PushConsumer) rebalance(ctx context.Context) {
+	me := pc.c.id()
+	want := map[MessageQueue]*brokerInfo{}
+	keep := map[string]bool{} // topics with no route known: leave their queues alone
+	routes := map[string]*route{}
+	for _, topic := range pc.topics() {
+		r := pc.c.routes.cached(topic)
+		if r == nil {
+			var err error
+			if r, err = pc.c.routes.fetch(ctx, topic); err != nil {
+				keep[topic] = true
+				continue
+			}
+		}
+		routes[topic] = r
+	}
+
+	views := map[string]*brokerView{}
+	if pc.cfg.MessageModel == Clustering {
+		for _, r := range routes {
+			for _, rb := range r.readBrokers() {
+				views[rb.broker.master()] = nil
+			}
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for addr := range views {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ids, err := pc.c.consumerList(ctx, addr, pc.cfg.Group)
+				mu.Lock()
+				views[addr] = &brokerView{ids: ids, err: err}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}
+	if ctx.Err() != nil {
+		return
+	}
+
+	notListed := false
+	for topic, r := range routes {
+		for _, rb := range r.readBrokers() {
+			first, last := 0, rb.queues
+			if pc.cfg.MessageModel == Clustering {
+				v := views[rb.broker.master()]
+				if v.err != nil {
+					pc.c.logger.Debug("broker unreachable; leaving its queues", "topic", topic, "broker", rb.broker.name, "err", v.err)
+					continue
+				}
+				if !slices.Contains(v.ids, me) {
+					notListed = true
+				}
+				eligible := idc.EligibleConsumers(rb.broker.idc, v.ids, r.idcHasLiveBroker)
+				first, last = idc.AllocateAveragely(rb.queues, eligible, me)
+			}
+			for q := first; q < last; q++ {
+				want[MessageQueue{Topic: topic, BrokerName: rb.broker.name, QueueID: q}] = rb.broker
+			}
+		}
+	}
+	if notListed {
+		// A broker that does not list us yet (it restarted, or our
+		// heartbeat is in flight) allocates us nothing: announce ourselves
+		// and look again shortly.
+		pc.triggerHeartbeat()
+		pc.rebalanceSoon()
+	}
+	pc.apply(ctx, want, keep)
+}
+
+// apply drops the queues no longer wanted (committing their offsets) and
+// takes the new ones (locking them first in orderly mode).
+func (pc *PushConsumer) apply(ctx context.Context, want map[MessageQueue]*brokerInfo, keep map[string]bool) {
+	pc.mu.Lock()
+	var drop []*processQueue
+	for mq, pq := range pc.queues {
+		if keep[mq.Topic] {
+			continue
+		}
+		if b, ok := want[mq]; !ok || b.master() != pq.broker.master() {
+			drop = append(drop, pq)
+			delete(pc.queues, mq)
+		}
+	}
+	var add []MessageQueue
+	for mq := range want {
+		if _, ok := pc.queues[mq]; !ok {
+			add = append(add, mq)
+		}
+	}
+	pc.mu.Unlock()
+
+	if len(drop) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		pc.release(rctx, drop)
+		cancel()
+		for _, pq := range drop {
+			pc.c.logger.Info("queue released", "queue", pq.mq, "brokerIDC", pq.broker.idc)
+		}
+	}
+	if len(add) > 0 {
+		pc.acquire(ctx, add, want)
+	}
+}
+
+// release stops the queues, waits for their handlers (until ctx ends),
+// commits their offsets and, in orderly mode, unlocks them on the broker.
+func (pc *PushConsumer) release(ctx context.Context, pqs []*processQueue) {
+	var wg sync.WaitGroup
+	for _, pq := range pqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pq.drop()
+			idle := make(chan struct{})
+			go func() { pq.done.Wait(); close(idle) }()
+			select {
+			case <-idle:
+			case <-ctx.Done():
+				pc.c.logger.Warn("handlers still running at hand-over", "queue", pq.mq)
+			}
+			pc.commit(ctx, pq)
+			if pc.cfg.Orderly && pc.cfg.MessageModel == Clustering {
+				if err := pc.c.unlockBatch(ctx, pq.broker.master(), pc.cfg.Group, []MessageQueue{pq.mq}); err != nil {
+					pc.c.logger.Debug("unlock failed", "queue", pq.mq, "err", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// acquire takes the queues in add: per broker, in parallel, it locks them
+// (orderly clustering), finds each one's start offset and starts it.
+func (pc *PushConsumer) acquire(ctx context.Context, add []MessageQueue, want map[MessageQueue]*brokerInfo) {
+	byBroker := map[string][]MessageQueue{}
+	for _, mq := range add {
+		addr := want[mq].master()
+		byBroker[addr] = append(byBroker[addr], mq)
+	}
+	var wg sync.WaitGroup
+	for addr, mqs := range byBroker {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if pc.cfg.Orderly && pc.cfg.MessageModel == Clustering {
+				locked, err := pc.c.lockBatch(ctx, addr, pc.cfg.Group, mqs)
+				if err != nil {
+					pc.c.logger.Debug("lock failed", "broker", addr, "err", err)
+					pc.rebalanceSoon()
+					return
+				}
+				var got []MessageQueue
+				for _, mq := range mqs {
+					if locked[mq] {
+						got = append(got, mq)
+					}
+				}
+				if len(got) < len(mqs) {
+					// Another consumer holds them until it releases them.
+					pc.rebalanceSoon()
+				}
+				mqs = got
+			}
+			for _, mq := range mqs {
+				b := want[mq]
+				start, err := pc.startOffset(ctx, b, mq)
+				if err != nil {
+					pc.c.logger.Warn("cannot start queue", "queue", mq, "err", err)
+					pc.rebalanceSoon()
+					continue
+				}
+				pc.startQueue(mq, b, start)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// startQueue registers a new process queue and starts its goroutines.
+func (pc *PushConsumer) startQueue(mq MessageQueue, b *brokerInfo, start int64) {
+	sub := pc.subscription(mq.Topic)
+	if sub == nil {
+		return
+	}
+	pq := newProcessQueue(pc.c.ctx, mq, b, sub, start)
+	if pc.cfg.Orderly && pc.cfg.MessageModel == Clustering {
+		pq.setLocked(true)
+	}
+	pc.mu.Lock()
+	if pc.c.ctx.Err() != nil {
+		pc.mu.Unlock()
+		return
+	}
+	if _, dup := pc.queues[mq]; dup {
+		pc.mu.Unlock()
+		return
+	}
+	pc.queues[mq] = pq
+	pq.done.Add(1)
+	pc.mu.Unlock()
+	pc.c.logger.Info("queue taken", "queue", mq, "brokerIDC", b.idc, "offset", start)
+	go pc.pullLoop(pq)
+	if pc.cfg.Orderly {
+		pq.done.Add(1)
+		go pc.orderlyLoop(pq)
+	}
+}
+
+// startOffset is where a newly taken queue starts: the committed offset on
+// its broker (in memory for broadcasting) or, for a group that has none,
+// ConsumeFromWhere; retry queues always start at 0.
+func (pc *PushConsumer) startOffset(ctx context.Context, b *brokerInfo, mq MessageQueue) (int64, error) {
+	addr := b.master()
+	if pc.cfg.MessageModel == Clustering {
+		off, err := pc.c.queryOffset(ctx, addr, pc.cfg.Group, mq)
+		if err == nil && off >= 0 {
+			return off, nil
+		}
+		if err != nil && !errors.Is(err, ErrNoOffset) {
+			return 0, err
+		}
+	} else {
+		pc.mu.Lock()
+		off, ok := pc.local[mq]
+		pc.mu.Unlock()
+		if ok {
+			return off, nil
+		}
+	}
+	if len(mq.Topic) > len(protocol.RetryGroupPrefix) && mq.Topic[:len(protocol.RetryGroupPrefix)] == protocol.RetryGroupPrefix {
+		return 0, nil
+	}
+	switch pc.cfg.ConsumeFromWhere {
+	case ConsumeFromFirstOffset:
+		return 0, nil
+	case ConsumeFromTimestamp:
+		ts := pc.cfg.ConsumeTimestamp
+		if ts.IsZero() {
+			ts = pc.startTime.Add(-30 * time.Minute)
+		}
+		return pc.c.searchOffset(ctx, addr, mq, ts)
+	default:
+		return pc.c.queueOffset(ctx, protocol.GetMaxOffset, addr, mq)
+	}
+}

@@ -1,0 +1,327 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/idc"
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+)
+
+// brokerInfo is one broker (master and slaves) as a route lists it.
+type brokerInfo struct {
+	name    string
+	cluster string
+	idc     string // BrokerData.zoneName
+	addrs   map[int64]string
+}
+
+func (b *brokerInfo) master() string { return b.addrs[protocol.MasterID] }
+
+func brokerIDC(b *brokerInfo) string { return b.idc }
+
+// route is a topic's route with its brokers indexed by name.
+type route struct {
+	topic string
+	data  *protocol.TopicRouteData
+	// raw is the name server's body, compared to notice changes.
+	raw     []byte
+	brokers map[string]*brokerInfo
+	// notFound means the name server does not know the topic (every
+	// broker hosting it is gone, or it was never created).
+	notFound bool
+}
+
+func newRoute(topic string, data *protocol.TopicRouteData, raw []byte) *route {
+	r := &route{topic: topic, data: data, raw: raw, brokers: map[string]*brokerInfo{}}
+	for _, bd := range data.BrokerDatas {
+		addrs := make(map[int64]string, len(bd.BrokerAddrs))
+		for id, a := range bd.BrokerAddrs {
+			addrs[id] = a
+		}
+		r.brokers[bd.BrokerName] = &brokerInfo{name: bd.BrokerName, cluster: bd.Cluster, idc: bd.ZoneName, addrs: addrs}
+	}
+	return r
+}
+
+// writeQueue is a queue a producer may send to.
+type writeQueue struct {
+	broker  *brokerInfo
+	queueID int
+}
+
+func writeQueueIDC(q writeQueue) string { return q.broker.idc }
+
+// writeQueues lists the writable queues of brokers with a master, sorted by
+// broker name and queue id. limit > 0 caps the queues per broker (the
+// auto-create template's defaultTopicQueueNums).
+func (r *route) writeQueues(limit int) []writeQueue {
+	var out []writeQueue
+	qds := slices.Clone(r.data.QueueDatas)
+	sort.Slice(qds, func(i, j int) bool { return qds[i].BrokerName < qds[j].BrokerName })
+	for _, qd := range qds {
+		b := r.brokers[qd.BrokerName]
+		if b == nil || b.master() == "" || !protocol.Writeable(qd.Perm) {
+			continue
+		}
+		n := qd.WriteQueueNums
+		if limit > 0 && n > limit {
+			n = limit
+		}
+		for i := 0; i < n; i++ {
+			out = append(out, writeQueue{broker: b, queueID: i})
+		}
+	}
+	return out
+}
+
+// readBroker is a broker's readable queues of a topic.
+type readBroker struct {
+	broker *brokerInfo
+	queues int
+}
+
+// readBrokers lists the brokers with readable queues and a master, sorted
+// by name.
+func (r *route) readBrokers() []readBroker {
+	var out []readBroker
+	for _, qd := range r.data.QueueDatas {
+		b := r.brokers[qd.BrokerName]
+		if b == nil || b.master() == "" || !protocol.Readable(qd.Perm) || qd.ReadQueueNums <= 0 {
+			continue
+		}
+		out = append(out, readBroker{broker: b, queues: qd.ReadQueueNums})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].broker.name < out[j].broker.name })
+	return out
+}
+
+// idcHasLiveBroker reports whether the route has a broker of IDC x with a
+// master and readable and writable queues: the input of
+// idc.EligibleConsumers.
+func (r *route) idcHasLiveBroker(x string) bool {
+	for _, qd := range r.data.QueueDatas {
+		b := r.brokers[qd.BrokerName]
+		if b == nil || b.master() == "" || !idc.Same(b.idc, x) {
+			continue
+		}
+		if protocol.Readable(qd.Perm) && protocol.Writeable(qd.Perm) && qd.ReadQueueNums > 0 && qd.WriteQueueNums > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// routeTable caches topic routes, refreshes them every RouteRefreshInterval
+// and on demand, and reports changes.
+type routeTable struct {
+	c *core
+
+	mu       sync.Mutex
+	topics   map[string]*route
+	inflight map[string]*routeFetch
+	// listeners are told when a topic's route changed (or first appeared).
+	listeners []func(topic string, old, cur *route)
+
+	refreshCh chan struct{}
+}
+
+type routeFetch struct {
+	done chan struct{}
+	r    *route
+	err  error
+}
+
+func newRouteTable(c *core) *routeTable {
+	return &routeTable{
+		c:         c,
+		topics:    map[string]*route{},
+		inflight:  map[string]*routeFetch{},
+		refreshCh: make(chan struct{}, 1),
+	}
+}
+
+// onChange registers fn; call before the client starts.
+func (t *routeTable) onChange(fn func(topic string, old, cur *route)) {
+	t.mu.Lock()
+	t.listeners = append(t.listeners, fn)
+	t.mu.Unlock()
+}
+
+// cached returns the cached route of topic, if any.
+func (t *routeTable) cached(topic string) *route {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.topics[topic]
+}
+
+// get returns the cached route of topic, fetching it the first time.
+func (t *routeTable) get(ctx context.Context, topic string) (*route, error) {
+	if r := t.cached(topic); r != nil {
+		return r, nil
+	}
+	return t.fetch(ctx, topic)
+}
+
+// fetch asks a name server for topic's route now; concurrent callers for
+// one topic share one request. When no name server answers, the cached
+// route (if any) is kept and the error returned.
+func (t *routeTable) fetch(ctx context.Context, topic string) (*route, error) {
+	t.mu.Lock()
+	if f, ok := t.inflight[topic]; ok {
+		t.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.r, f.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f := &routeFetch{done: make(chan struct{})}
+	t.inflight[topic] = f
+	t.mu.Unlock()
+
+	f.r, f.err = t.query(ctx, topic)
+
+	t.mu.Lock()
+	delete(t.inflight, topic)
+	old := t.topics[topic]
+	changed := false
+	if f.err == nil {
+		changed = old == nil || old.notFound != f.r.notFound || !bytes.Equal(old.raw, f.r.raw)
+		if changed {
+			t.topics[topic] = f.r
+		} else {
+			f.r = old // keep pointer identity for unchanged routes
+		}
+	}
+	listeners := slices.Clone(t.listeners)
+	t.mu.Unlock()
+	close(f.done)
+	if changed {
+		t.c.logger.Info("route changed", "topic", topic, "brokers", describeBrokers(f.r))
+		for _, fn := range listeners {
+			fn(topic, old, f.r)
+		}
+	}
+	return f.r, f.err
+}
+
+func (t *routeTable) query(ctx context.Context, topic string) (*route, error) {
+	h := protocol.GetRouteInfoRequestHeader{Topic: topic, ZoneName: t.c.cfg.IDC, ZoneMode: t.c.cfg.ZoneMode && t.c.cfg.IDC != ""}
+	resp, addr, err := t.c.ns.invoke(ctx, func() *remoting.Command {
+		return request(protocol.GetRouteInfoByTopic, h.Ext(), nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch protocol.ResponseCode(resp.Code) {
+	case protocol.Success:
+	case protocol.TopicNotExist:
+		return &route{topic: topic, data: &protocol.TopicRouteData{}, brokers: map[string]*brokerInfo{}, notFound: true}, nil
+	default:
+		return nil, responseError(protocol.GetRouteInfoByTopic, addr, resp)
+	}
+	data, err := protocol.DecodeTopicRouteData(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("zonemq client: route of %s from %s: %w", topic, addr, err)
+	}
+	return newRoute(topic, data, slices.Clone(resp.Body)), nil
+}
+
+// triggerRefresh asks the refresh loop to re-read every route now (after a
+// send or pull failure, or a broker's notice).
+func (t *routeTable) triggerRefresh() {
+	select {
+	case t.refreshCh <- struct{}{}:
+	default:
+	}
+}
+
+// refreshAll re-reads every cached route.
+func (t *routeTable) refreshAll(ctx context.Context) {
+	t.mu.Lock()
+	topics := make([]string, 0, len(t.topics))
+	for topic := range t.topics {
+		topics = append(topics, topic)
+	}
+	t.mu.Unlock()
+	for _, topic := range topics {
+		if _, err := t.fetch(ctx, topic); err != nil && ctx.Err() == nil {
+			t.c.logger.Debug("route refresh failed; keeping the last route", "topic", topic, "err", err)
+		}
+	}
+}
+
+// refreshLoop refreshes every RouteRefreshInterval and on demand, at most
+// once per 50 ms so a burst of failures costs one round of queries.
+func (t *routeTable) refreshLoop(ctx context.Context) {
+	tk := time.NewTicker(t.c.cfg.RouteRefreshInterval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		case <-t.refreshCh:
+		}
+		t.refreshAll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// brokerByName finds a broker in any cached route.
+func (t *routeTable) brokerByName(name string) *brokerInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range t.topics {
+		if b := r.brokers[name]; b != nil && b.master() != "" {
+			return b
+		}
+	}
+	return nil
+}
+
+// brokerAddrs lists the addresses of every broker (masters and slaves) in
+// the cached routes of topics.
+func (t *routeTable) brokerAddrs(topics []string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, topic := range topics {
+		r := t.topics[topic]
+		if r == nil {
+			continue
+		}
+		for _, b := range r.brokers {
+			for _, a := range b.addrs {
+				if a != "" && !seen[a] {
+					seen[a] = true
+					out = append(out, a)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func describeBrokers(r *route) []string {
+	var out []string
+	for _, b := range r.brokers {
+		out = append(out, fmt.Sprintf("%s@%s/%s", b.name, b.master(), b.idc))
+	}
+	sort.Strings(out)
+	return out
+}

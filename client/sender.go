@@ -1,0 +1,425 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/idc"
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// SendStatus is how a broker stored a message. Every status means the
+// message was stored; the non-OK ones say a flush or replication did not
+// finish in time (RocketMQ's SendStatus).
+type SendStatus int
+
+// Send statuses.
+const (
+	SendOK SendStatus = iota
+	SendFlushDiskTimeout
+	SendFlushSlaveTimeout
+	SendSlaveNotAvailable
+)
+
+// String names the status as RocketMQ does.
+func (s SendStatus) String() string {
+	switch s {
+	case SendOK:
+		return "SEND_OK"
+	case SendFlushDiskTimeout:
+		return "FLUSH_DISK_TIMEOUT"
+	case SendFlushSlaveTimeout:
+		return "FLUSH_SLAVE_TIMEOUT"
+	case SendSlaveNotAvailable:
+		return "SLAVE_NOT_AVAILABLE"
+	}
+	return "SendStatus(" + strconv.Itoa(int(s)) + ")"
+}
+
+// SendResult describes a stored message (or batch).
+type SendResult struct {
+	Status SendStatus
+	// MsgID is the message's UNIQ_KEY (comma-joined for a batch).
+	MsgID string
+	// OffsetMsgID is the broker's id of the message (comma-joined for a
+	// batch).
+	OffsetMsgID string
+	// Queue and QueueOffset are where the message (the batch's first
+	// message) was stored.
+	Queue       MessageQueue
+	QueueOffset int64
+	// BrokerName, BrokerAddr and IDC are the broker that stored it.
+	BrokerName string
+	BrokerAddr string
+	IDC        string
+}
+
+// sender is the send machinery of a Producer (and of a consumer's
+// fallback retry): queue choice, per-attempt timeouts, failover across
+// brokers and IDCs, and fault isolation.
+type sender struct {
+	c                 *core
+	group             string
+	sendTimeout       time.Duration
+	attemptTimeout    time.Duration
+	isolation         time.Duration
+	compressThreshold int
+	maxSize           int
+
+	rr atomic.Uint64 // round-robin position
+
+	mu       sync.Mutex
+	isolated map[string]time.Time // broker name → avoided until
+}
+
+func newSender(c *core, group string, sendTimeout, attemptTimeout, isolation time.Duration, compress, maxSize int) *sender {
+	s := &sender{
+		c: c, group: group, sendTimeout: sendTimeout, attemptTimeout: attemptTimeout, isolation: isolation,
+		compressThreshold: compress, maxSize: maxSize, isolated: map[string]time.Time{},
+	}
+	c.routes.onChange(s.routeChanged)
+	return s
+}
+
+// outgoing is a prepared send: everything but the queue.
+type outgoing struct {
+	topic  string
+	code   protocol.RequestCode
+	header protocol.SendMessageRequestHeader
+	body   []byte
+	msgID  string
+	oneway bool
+}
+
+// prepare validates msgs and encodes them once: one message as
+// SEND_MESSAGE, several as one SEND_BATCH_MESSAGE.
+func (s *sender) prepare(msgs []*Message) (*outgoing, error) {
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("%w: no message", ErrInvalidMessage)
+	}
+	for _, m := range msgs {
+		if err := m.validate(s.maxSize); err != nil {
+			return nil, err
+		}
+	}
+	out := &outgoing{topic: msgs[0].Topic, header: protocol.SendMessageRequestHeader{
+		ProducerGroup:         s.group,
+		Topic:                 msgs[0].Topic,
+		DefaultTopic:          protocol.AutoCreateTopicKey,
+		DefaultTopicQueueNums: 4,
+	}}
+	if len(msgs) == 1 {
+		m := msgs[0]
+		out.code = protocol.SendMessage
+		out.msgID = processUniqKeys.next()
+		out.header.Properties = protocol.EncodeProperties(m.wireProperties(out.msgID))
+		out.header.Flag = m.Flag
+		out.body = m.Body
+		if s.compressThreshold > 0 && len(m.Body) >= s.compressThreshold {
+			z, err := compressBody(m.Body)
+			if err != nil {
+				return nil, fmt.Errorf("zonemq client: compress body: %w", err)
+			}
+			out.body = z
+			out.header.SysFlag |= protocol.SysFlagCompressed
+		}
+		return out, nil
+	}
+	// A batch: one topic, no delay, each message with its own UNIQ_KEY (as
+	// Java producers do; rocketmq-client-go leaves batch items without one).
+	out.code = protocol.SendBatchMessage
+	out.header.Batch = true
+	ids := make([]string, len(msgs))
+	size := 0
+	for i, m := range msgs {
+		if m.Topic != out.topic {
+			return nil, fmt.Errorf("%w: a batch must have one topic (%s and %s)", ErrInvalidMessage, out.topic, m.Topic)
+		}
+		if m.DelayLevel > 0 {
+			return nil, fmt.Errorf("%w: a batch cannot carry delayed messages", ErrInvalidMessage)
+		}
+		ids[i] = processUniqKeys.next()
+		out.body = appendBatchItem(out.body, m, protocol.EncodeProperties(m.wireProperties(ids[i])))
+		size += len(m.Body)
+	}
+	if size > s.maxSize {
+		return nil, fmt.Errorf("%w: batch bodies total %d bytes, over %d", ErrInvalidMessage, size, s.maxSize)
+	}
+	out.msgID = strings.Join(ids, ",")
+	return out, nil
+}
+
+// appendBatchItem encodes one batch item: TOTALSIZE, MAGICCODE (0), BODYCRC
+// (0), FLAG, BODYLEN, BODY, PROPLEN (int16), PROPERTIES.
+func appendBatchItem(dst []byte, m *Message, props string) []byte {
+	total := 4 + 4 + 4 + 4 + 4 + len(m.Body) + 2 + len(props)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(total))
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(m.Flag))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(m.Body)))
+	dst = append(dst, m.Body...)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(props)))
+	return append(dst, props...)
+}
+
+// errNoQueue tells send that the picker has nothing left this round.
+var errNoQueue = errors.New("no queue left")
+
+// picker chooses the next queue given the route and the brokers tried in
+// this round. It returns errNoQueue when none is left, or another error to
+// stop the send.
+type picker func(r *route, tried map[string]bool) (writeQueue, error)
+
+// maxRecordedAttempts bounds SendError.Attempts.
+const maxRecordedAttempts = 16
+
+// send delivers out: each attempt gets SendAttemptTimeout; a failed attempt
+// (no answer, broken connection, retryable code) is retried at once on
+// another broker — own IDC first, then other IDCs — until one stores the
+// message, a non-retryable answer arrives, or the send timeout passes. When
+// every broker of the route failed, the route is re-read and another round
+// starts after a short pause.
+func (s *sender) send(ctx context.Context, out *outgoing, pick picker) (*SendResult, error) {
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.sendTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.sendTimeout)
+		defer cancel()
+	}
+	fail := &SendError{Topic: out.topic}
+	record := func(q writeQueue, err error) {
+		if len(fail.Attempts) < maxRecordedAttempts {
+			fail.Attempts = append(fail.Attempts, AttemptError{Broker: q.broker.name, Addr: q.broker.master(), IDC: q.broker.idc, Err: err})
+		}
+	}
+	tried := map[string]bool{}
+	pause := 20 * time.Millisecond
+	for {
+		r, limit, err := s.routeFor(ctx, out.topic)
+		var q writeQueue
+		if err == nil {
+			q, err = pick(r, tried)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, errNoQueue) || errors.Is(err, ErrNoRoute) || errors.Is(err, ErrNoNameServer):
+			// Every broker failed this round, or the route has none: read
+			// the route again and start over after a pause.
+			if len(tried) == 0 && fail.Err == nil {
+				fail.Err = err
+			}
+			tried = map[string]bool{}
+			if !sleepCtx(ctx, pause) {
+				return nil, s.stop(ctx, fail)
+			}
+			pause = min(2*pause, 500*time.Millisecond)
+			s.c.routes.fetch(ctx, out.topic)
+			continue
+		default:
+			if ctx.Err() != nil {
+				return nil, s.stop(ctx, fail)
+			}
+			fail.Err = err
+			return nil, fail
+		}
+		tried[q.broker.name] = true
+		res, err := s.attempt(ctx, out, q)
+		if err == nil {
+			if limit > 0 {
+				// Sent through the auto-create template: the topic's own
+				// route exists now.
+				s.c.routes.triggerRefresh()
+			}
+			return res, nil
+		}
+		record(q, err)
+		if ctx.Err() != nil {
+			return nil, s.stop(ctx, fail)
+		}
+		if !retryable(err) {
+			return nil, fail
+		}
+		s.c.logger.Warn("send attempt failed; trying another broker", "topic", out.topic, "broker", q.broker.name,
+			"addr", q.broker.master(), "brokerIDC", q.broker.idc, "err", err)
+		s.isolate(q.broker.name)
+		s.c.routes.triggerRefresh()
+	}
+}
+
+// stop finishes a send whose context ended.
+func (s *sender) stop(ctx context.Context, fail *SendError) error {
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: send timeout passed: %w", ErrTimeout, err)
+	}
+	if fail.Err == nil || len(fail.Attempts) > 0 {
+		fail.Err = err
+	}
+	return fail
+}
+
+// routeFor returns the route to send topic with. A topic the name servers
+// do not know (or whose brokers are all gone) is sent through the
+// auto-create template TBW102, like RocketMQ producers do: its brokers
+// create the topic on first send. limit is the template's queue cap, 0 for
+// the topic's own route.
+func (s *sender) routeFor(ctx context.Context, topic string) (*route, int, error) {
+	r, err := s.c.routes.get(ctx, topic)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !r.notFound && len(r.writeQueues(0)) > 0 {
+		return r, 0, nil
+	}
+	tpl, err := s.c.routes.get(ctx, protocol.AutoCreateTopicKey)
+	if err != nil {
+		return nil, 0, err
+	}
+	if tpl.notFound || len(tpl.writeQueues(4)) == 0 {
+		return nil, 0, fmt.Errorf("%w: topic %s", ErrNoRoute, topic)
+	}
+	return tpl, 4, nil
+}
+
+// pickRoundRobin is the normal queue choice: round-robin over the writable
+// queues of the best tier of brokers not yet tried — own IDC healthy, other
+// IDCs healthy, then isolated ones (own first) — so a broker that just
+// failed is used only when nothing else is left.
+func (s *sender) pickRoundRobin(r *route, tried map[string]bool) (writeQueue, error) {
+	limit := 0
+	if r.topic == protocol.AutoCreateTopicKey {
+		limit = 4
+	}
+	var own, other, isolated []writeQueue
+	for _, q := range idc.OwnFirst(r.writeQueues(limit), writeQueueIDC, s.c.cfg.IDC) {
+		switch {
+		case tried[q.broker.name]:
+		case s.isIsolated(q.broker.name):
+			isolated = append(isolated, q)
+		case idc.Same(q.broker.idc, s.c.cfg.IDC):
+			own = append(own, q)
+		default:
+			other = append(other, q)
+		}
+	}
+	for _, tier := range [][]writeQueue{own, other, isolated} {
+		if len(tier) > 0 {
+			return tier[s.rr.Add(1)%uint64(len(tier))], nil
+		}
+	}
+	if len(tried) == 0 {
+		return writeQueue{}, fmt.Errorf("%w: topic %s has no writable queue", ErrNoRoute, r.topic)
+	}
+	return writeQueue{}, errNoQueue
+}
+
+// attempt sends out to q once.
+func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*SendResult, error) {
+	h := out.header
+	h.QueueID = int32(q.queueID)
+	h.BrokerName = q.broker.name
+	h.BornTimestamp = time.Now().UnixMilli()
+	var ext map[string]string
+	if out.code == protocol.SendMessage {
+		ext = h.Ext()
+	} else {
+		ext = (&protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: h}).Ext()
+	}
+	req := request(out.code, ext, out.body)
+	addr := q.broker.master()
+	timeout := s.attemptTimeout
+	if out.oneway {
+		octx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := s.c.rc.InvokeOneway(octx, addr, req); err != nil {
+			return nil, transportError(out.code.String(), addr, err)
+		}
+		return &SendResult{MsgID: out.msgID, Queue: MessageQueue{Topic: out.topic, BrokerName: q.broker.name, QueueID: q.queueID},
+			BrokerName: q.broker.name, BrokerAddr: addr, IDC: q.broker.idc}, nil
+	}
+	resp, err := s.c.invoke(ctx, addr, req, timeout)
+	if err != nil {
+		return nil, err
+	}
+	code := protocol.ResponseCode(resp.Code)
+	if !code.SendSucceeded() {
+		return nil, responseError(out.code, addr, resp)
+	}
+	res := &SendResult{
+		MsgID:       out.msgID,
+		OffsetMsgID: resp.Ext("msgId"),
+		Queue:       MessageQueue{Topic: out.topic, BrokerName: q.broker.name, QueueID: q.queueID},
+		BrokerName:  q.broker.name,
+		BrokerAddr:  addr,
+		IDC:         q.broker.idc,
+	}
+	switch code {
+	case protocol.FlushDiskTimeout:
+		res.Status = SendFlushDiskTimeout
+	case protocol.FlushSlaveTimeout:
+		res.Status = SendFlushSlaveTimeout
+	case protocol.SlaveNotAvailable:
+		res.Status = SendSlaveNotAvailable
+	}
+	if v, err := strconv.Atoi(resp.Ext("queueId")); err == nil {
+		res.Queue.QueueID = v
+	}
+	if v, err := strconv.ParseInt(resp.Ext("queueOffset"), 10, 64); err == nil {
+		res.QueueOffset = v
+	}
+	return res, nil
+}
+
+func (s *sender) isolate(broker string) {
+	s.mu.Lock()
+	s.isolated[broker] = time.Now().Add(s.isolation)
+	s.mu.Unlock()
+}
+
+func (s *sender) isIsolated(broker string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.isolated[broker]
+	if !ok {
+		return false
+	}
+	if time.Now().After(until) {
+		delete(s.isolated, broker)
+		return false
+	}
+	return true
+}
+
+// routeChanged ends the isolation of a broker that a route shows
+// (re-)registered: it came back, so it may be used again at once.
+func (s *sender) routeChanged(topic string, old, cur *route) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, b := range cur.brokers {
+		if _, iso := s.isolated[name]; !iso {
+			continue
+		}
+		if old == nil || old.brokers[name] == nil || old.brokers[name].master() != b.master() {
+			delete(s.isolated, name)
+		}
+	}
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/drill"
+)
+
+func init() {
+	register(command{
+		name:    "drill",
+		summary: "start a real multi-IDC cluster as processes, fail IDC 1 every way, and measure RTO and loss",
+		run:     runDrill,
+	})
+}
+
+func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("drill", "[--idcs 2] [--duration 10s] [--output text|json]", stderr)
+	idcs := fs.Int("idcs", 2, "how many IDCs to run (2..9); IDC n listens on 127.0.n.1")
+	duration := fs.Duration("duration", 10*time.Second, "how long each failure is held, and how long the cluster runs after each repair")
+	output := fs.String("output", "text", "report format: text (a table) or json (one document)")
+	interval := fs.Duration("send-interval", 10*time.Millisecond, "pause between two sends of each IDC's producer")
+	drain := fs.Duration("drain-timeout", 60*time.Second, "how long to wait at the end for every acknowledged message to be consumed")
+	workDir := fs.String("work-dir", "", "folder for the cluster's data and logs (default: a temporary folder, removed when the drill passes)")
+	portOffset := fs.Int("port-offset", 0, "added to every drill port (addrsrv 28080, namesrv 29876, broker 20911)")
+	binary := fs.String("binary", "", "zonemq binary to start the servers from (default: this executable)")
+	if err := parseFlags(fs, args, nil); err != nil {
+		return err
+	}
+	if *output != "text" && *output != "json" {
+		return usagef("--output must be text or json, got %q", *output)
+	}
+	if *binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("finding this executable: %w", err)
+		}
+		*binary = exe
+	}
+	report, err := drill.Run(ctx, drill.Options{
+		Binary:       *binary,
+		IDCs:         *idcs,
+		PhaseLength:  *duration,
+		SendInterval: *interval,
+		DrainTimeout: *drain,
+		WorkDir:      *workDir,
+		PortOffset:   *portOffset,
+		Progress:     stderr,
+		Terminal:     isTerminal(stderr),
+	})
+	if err != nil {
+		return err
+	}
+	if *output == "json" {
+		err = report.WriteJSON(stdout)
+	} else {
+		err = report.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if !report.OK {
+		return &exitError{code: 1, err: fmt.Errorf("the drill failed: %v", report.Problems)}
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,416 @@
+// Package broker is zonemq's broker: it keeps messages on disk (through
+// internal/store), serves RocketMQ producers and consumers over the remoting
+// protocol so that stock clients work unmodified, keeps the registry of the
+// clients connected to it, and registers itself with the name servers of
+// every IDC.
+//
+// # Files
+//
+// One concept per file: send.go and batch.go (SEND_MESSAGE, _V2, _BATCH),
+// pull.go and longpoll.go (PULL_MESSAGE and parked pulls), offset.go,
+// topic.go and topic_config.go, subscription_group.go, client_registry.go and
+// heartbeat.go, register.go and addrsrv.go (name servers), query.go,
+// admin.go.
+//
+// # Seams for retry, dead-letter, delay, transactions and queue locks
+//
+// Those features live in files named lock*.go, schedule*.go, sendback*.go,
+// dlq*.go and transaction*.go, plus extra_handlers.go, owned by another
+// engineer. They plug in without editing the core files:
+//
+//   - s.registerExtraHandlers() (extra_handlers.go) runs at the end of New,
+//     after the core handlers, the topic table and the store are ready. It
+//     registers CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ,
+//     END_TRANSACTION… with s.handle, sets the hook fields below, and
+//     starts background work with s.addLoop / s.addCloser.
+//   - s.putMessage(ctx, m) stores one fully routed message (the real topic,
+//     SCHEDULE_TOPIC_XXXX, a %RETRY% or %DLQ% topic): the send path's last
+//     step, with the store error already mapped for logging and counters.
+//   - s.schedule is called by the send path for a message whose DELAY
+//     property is ≥ 1. While it is nil such messages are stored at once.
+//   - s.prepareTransaction is called for a transaction half message
+//     (sysFlag PREPARED). While it is nil those are refused with
+//     NO_PERMISSION, as a Java broker with rejectTransactionMessage does.
+//   - s.beforeRetryStore may rewrite a message sent straight to a %RETRY%
+//     topic (the client's fallback when CONSUMER_SEND_MSG_BACK fails), e.g.
+//     to its %DLQ% topic once reconsumeTimes passes the maximum.
+//   - s.topics.createIfAbsent(cfg) creates a topic (%RETRY%/%DLQ%/schedule)
+//     and s.topicsChanged() re-registers with every name server.
+//   - s.registry answers who is in a consumer group (ConsumerIDs,
+//     consumerChannels), for lock ownership checks.
+//   - s.groups.getOrCreate(group) gives the group's retry settings.
+//
+// # Lifecycle
+//
+// New binds the listener (Addr is the real address), opens the store and
+// loads topics and groups. Run serves and starts the registration, address
+// server, client-expiry and notification loops. Shutdown is ordered:
+// unregister from every name server, answer parked pulls, refuse new
+// requests and finish the ones in flight, close connections, stop the
+// loops, run the closers, close the store.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
+)
+
+// DefaultRegion is the MSG_REGION every send answer carries (RocketMQ's
+// default regionId).
+const DefaultRegion = "DefaultRegion"
+
+// drainTimeout bounds how long Shutdown waits for requests in flight.
+const drainTimeout = 5 * time.Second
+
+// Server is one broker. Its methods are safe for concurrent use.
+type Server struct {
+	opts      Options
+	logger    *slog.Logger
+	remoting  *remoting.Server
+	store     *store.Store
+	addr      string         // advertised "ip:port"
+	storeHost netip.AddrPort // the same, stamped into every record
+
+	topics    *topicTable
+	groups    *subscriptionGroupTable
+	registry  *clientRegistry
+	pulls     *pullHolder
+	namesrvs  *registrar
+	notifyCh  chan string // consumer groups whose membership changed
+	gate      gate
+	bootTime  time.Time
+	putCount  atomic.Int64
+	pullCount atomic.Int64
+
+	// Seams filled by registerExtraHandlers (see the package comment).
+	schedule           func(ctx context.Context, m *protocol.MessageExt, delayLevel int) (store.PutResult, error)
+	prepareTransaction func(ctx context.Context, m *protocol.MessageExt) (store.PutResult, error)
+	beforeRetryStore   func(ctx context.Context, h *protocol.SendMessageRequestHeader, m *protocol.MessageExt) error
+	loops              []func(ctx context.Context)
+	closers            []func()
+
+	ctx    context.Context // cancelled at Shutdown; loops watch it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the loops started by Run
+
+	mu       sync.Mutex
+	running  bool
+	stopping bool
+	done     chan struct{} // closed when Shutdown has finished
+}
+
+// New validates opts, binds the listener, opens the store and loads the
+// topic and subscription-group tables. It does not serve until Run.
+func New(opts Options) (*Server, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: --data %s: %w", opts.DataDir, err)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("role", "broker", "idc", opts.IDC, "broker", opts.BrokerName)
+
+	rs, err := remoting.NewServer(remoting.ServerOptions{
+		Listen: opts.Listen,
+		// A frame holds at most one maximal message plus headers; batches
+		// are bounded by the same limit, so 16 MiB is ample unless the
+		// operator raises MaxMessageSize.
+		MaxFrameSize: max(remoting.DefaultMaxFrameSize, opts.MaxMessageSize+1<<20),
+		Logger:       logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	addr, host, err := advertisedAddr(rs.Addr())
+	if err != nil {
+		rs.Close()
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts:      opts,
+		logger:    logger.With("addr", addr),
+		remoting:  rs,
+		addr:      addr,
+		storeHost: host,
+		registry:  newClientRegistry(),
+		notifyCh:  make(chan string, 1024),
+		bootTime:  time.Now(),
+		ctx:       ctx,
+		cancel:    cancel,
+		done:      make(chan struct{}),
+	}
+	s.pulls = newPullHolder(s)
+
+	sopts := store.NewOptions()
+	sopts.Dir = opts.DataDir
+	sopts.SegmentSize = opts.SegmentSize
+	sopts.Flush = opts.Flush
+	sopts.FileReservedTime = opts.FileReservedTime
+	sopts.DiskMaxUsedRatio = opts.DiskMaxUsedRatio
+	sopts.MaxMessageSize = opts.MaxMessageSize
+	sopts.StoreHost = host
+	sopts.Logger = s.logger
+	sopts.OnArrive = s.pulls.notify
+	st, err := store.Open(sopts)
+	if err != nil {
+		cancel()
+		rs.Close()
+		return nil, fmt.Errorf("broker: opening the store in %s: %w", opts.DataDir, err)
+	}
+	s.store = st
+	fail := func(err error) (*Server, error) {
+		cancel()
+		rs.Close()
+		st.Close()
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if s.topics, err = loadTopicTable(st, s.logger, opts); err != nil {
+		return fail(err)
+	}
+	if s.groups, err = loadSubscriptionGroupTable(st, s.logger); err != nil {
+		return fail(err)
+	}
+	s.namesrvs = newRegistrar(s)
+	s.namesrvs.setAddrs(opts.NamesrvAddrs, nil)
+
+	rs.OnConnect(func(c *remoting.Conn) { c.OnClose(s.connClosed) })
+	s.registerHandlers()
+	s.registerExtraHandlers()
+	return s, nil
+}
+
+// Addr is the broker's advertised address: the address it is bound to, with
+// an unspecified host replaced by a reachable one.
+func (s *Server) Addr() string { return s.addr }
+
+// Run serves until ctx ends or Shutdown is called, then shuts down. It
+// returns nil after a clean stop.
+func (s *Server) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running || s.stopping {
+		s.mu.Unlock()
+		return errors.New("broker: Run called twice or after Shutdown")
+	}
+	s.running = true
+	s.mu.Unlock()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.remoting.Serve() }()
+
+	s.goLoop(s.notifyLoop)
+	s.goLoop(s.expiryLoop)
+	if len(s.opts.AddrsrvURLs) > 0 {
+		s.goLoop(s.addrsrvLoop)
+	}
+	for _, fn := range s.loops {
+		s.goLoop(fn)
+	}
+	s.namesrvs.start()
+	s.logger.Info("broker serving", "cluster", s.opts.Cluster, "id", s.opts.BrokerID, "data", s.opts.DataDir,
+		"namesrvs", s.opts.NamesrvAddrs, "addrsrvs", s.opts.AddrsrvURLs)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+	case err = <-serveErr:
+		if err != nil {
+			s.logger.Error("accept loop failed; shutting down", "err", err)
+		}
+	}
+	s.Shutdown()
+	return err
+}
+
+// goLoop runs fn on a goroutine owned by the server until Shutdown.
+func (s *Server) goLoop(fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(s.ctx)
+	}()
+}
+
+// addLoop registers fn to run on its own goroutine from Run until Shutdown
+// (a seam for the schedule and transaction-check services). Call it from
+// registerExtraHandlers.
+func (s *Server) addLoop(fn func(ctx context.Context)) { s.loops = append(s.loops, fn) }
+
+// addCloser registers fn to run at Shutdown after every request and loop has
+// finished and before the store closes (a seam to persist state).
+func (s *Server) addCloser(fn func()) { s.closers = append(s.closers, fn) }
+
+// Shutdown stops the broker in order: unregister from every name server,
+// answer parked pulls, refuse new requests and let those in flight finish,
+// close every connection, stop the loops, run the closers, close the store.
+// It is idempotent and returns when everything has stopped.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		<-s.done
+		return
+	}
+	s.stopping = true
+	s.mu.Unlock()
+
+	s.logger.Info("broker shutting down")
+	// Name servers first, so clients stop routing here while the requests
+	// already on their way are still served.
+	s.namesrvs.stop()
+	s.namesrvs.unregisterAll()
+	s.pulls.close()
+	select {
+	case <-s.gate.close():
+	case <-time.After(drainTimeout):
+		s.logger.Warn("requests still in flight after the drain timeout; closing connections", "timeout", drainTimeout)
+	}
+	s.remoting.Close()
+	s.cancel()
+	s.wg.Wait()
+	for _, fn := range s.closers {
+		fn()
+	}
+	s.namesrvs.close()
+	if err := s.store.Close(); err != nil {
+		s.logger.Error("closing the store", "err", err)
+	}
+	s.logger.Info("broker stopped")
+	close(s.done)
+}
+
+// connClosed forgets everything hanging on a closed connection: its parked
+// pulls and its client registrations.
+func (s *Server) connClosed(c *remoting.Conn) {
+	s.pulls.dropConn(c)
+	for _, g := range s.registry.removeConn(c) {
+		s.consumerGroupChanged(g)
+	}
+}
+
+// handle registers h for code behind the shutdown gate: once Shutdown has
+// begun, new requests are refused with SERVICE_NOT_AVAILABLE (clients retry
+// another broker) while those already running finish.
+func (s *Server) handle(code protocol.RequestCode, h remoting.Handler) {
+	s.remoting.Handle(int32(code), func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+		if !s.gate.enter() {
+			return errorf(req, protocol.ServiceNotAvailable, "broker %s is shutting down", s.opts.BrokerName)
+		}
+		defer s.gate.leave()
+		return h(ctx, c, req)
+	})
+}
+
+// registerHandlers installs the core request handlers.
+func (s *Server) registerHandlers() {
+	s.handle(protocol.SendMessage, s.handleSendMessage)
+	s.handle(protocol.SendMessageV2, s.handleSendMessage)
+	s.handle(protocol.SendBatchMessage, s.handleSendMessage)
+	s.handle(protocol.SendReplyMessage, s.handleSendMessage)
+	s.handle(protocol.PullMessage, s.handlePullMessage)
+	s.handle(protocol.QueryConsumerOffset, s.handleQueryConsumerOffset)
+	s.handle(protocol.UpdateConsumerOffset, s.handleUpdateConsumerOffset)
+	s.handle(protocol.GetMaxOffset, s.handleGetMaxOffset)
+	s.handle(protocol.GetMinOffset, s.handleGetMinOffset)
+	s.handle(protocol.SearchOffsetByTimestamp, s.handleSearchOffsetByTimestamp)
+	s.handle(protocol.GetEarliestMsgStoretime, s.handleGetEarliestMsgStoretime)
+	s.handle(protocol.GetAllConsumerOffset, s.handleGetAllConsumerOffset)
+	s.handle(protocol.HeartBeat, s.handleHeartBeat)
+	s.handle(protocol.UnregisterClient, s.handleUnregisterClient)
+	s.handle(protocol.GetConsumerListByGroup, s.handleGetConsumerListByGroup)
+	s.handle(protocol.GetConsumerConnectionList, s.handleGetConsumerConnectionList)
+	s.handle(protocol.UpdateAndCreateTopic, s.handleUpdateAndCreateTopic)
+	s.handle(protocol.DeleteTopicInBroker, s.handleDeleteTopicInBroker)
+	s.handle(protocol.GetAllTopicConfig, s.handleGetAllTopicConfig)
+	s.handle(protocol.GetTopicStatsInfo, s.handleGetTopicStatsInfo)
+	s.handle(protocol.GetAllSubscriptionGroupConfig, s.handleGetAllSubscriptionGroupConfig)
+	s.handle(protocol.GetConsumeStats, s.handleGetConsumeStats)
+	s.handle(protocol.QueryMessage, s.handleQueryMessage)
+	s.handle(protocol.ViewMessageByID, s.handleViewMessageByID)
+	s.handle(protocol.GetBrokerRuntimeInfo, s.handleGetBrokerRuntimeInfo)
+}
+
+// advertisedAddr turns the bound address into the one clients dial: an
+// unspecified host becomes the first non-loopback IPv4 address (or
+// 127.0.0.1 when there is none).
+func advertisedAddr(bound string) (string, netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(bound)
+	if err != nil {
+		return "", netip.AddrPort{}, fmt.Errorf("bound address %q: %w", bound, err)
+	}
+	if ap.Addr().IsUnspecified() {
+		ip := netip.MustParseAddr("127.0.0.1")
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					if v, ok := netip.AddrFromSlice(n.IP); ok && v.Unmap().Is4() && !v.IsLoopback() {
+						ip = v.Unmap()
+						break
+					}
+				}
+			}
+		}
+		ap = netip.AddrPortFrom(ip, ap.Port())
+	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return ap.String(), ap, nil
+}
+
+// gate counts requests in flight and, once closed, refuses new ones.
+type gate struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	idle   chan struct{}
+}
+
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.n++
+	return true
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n--
+	if g.n == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+// close refuses new entries and returns a channel closed when none is left.
+func (g *gate) close() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	ch := make(chan struct{})
+	if g.n == 0 {
+		close(ch)
+	} else {
+		g.idle = ch
+	}
+	return ch
+}

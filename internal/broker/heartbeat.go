@@ -1,0 +1,169 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+)
+
+// handleHeartBeat serves HEART_BEAT: it is the only source of a client's
+// groups, id and subscriptions. Clustering consumer groups get their
+// %RETRY% topic here, as in RocketMQ.
+func (s *Server) handleHeartBeat(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var hb protocol.HeartbeatData
+	if err := json.Unmarshal(req.Body, &hb); err != nil {
+		return errorf(req, protocol.InvalidParameter, "HEART_BEAT: the body is not a heartbeat: %v", err)
+	}
+	if hb.ClientID == "" {
+		return errorf(req, protocol.InvalidParameter, "HEART_BEAT: the body has no clientID")
+	}
+	for _, cd := range hb.ConsumerDataSet {
+		if err := protocol.ValidateGroup(cd.GroupName); err != nil {
+			return errorf(req, protocol.InvalidParameter, "HEART_BEAT: consumer group: %v", err)
+		}
+	}
+	for _, pd := range hb.ProducerDataSet {
+		if err := protocol.ValidateGroup(pd.GroupName); err != nil {
+			return errorf(req, protocol.InvalidParameter, "HEART_BEAT: producer group: %v", err)
+		}
+	}
+	ch := clientChannel{conn: c, clientID: hb.ClientID, language: req.Language, version: req.Version, lastUpdate: time.Now()}
+	for i := range hb.ConsumerDataSet {
+		cd := &hb.ConsumerDataSet[i]
+		group := s.groups.getOrCreate(cd.GroupName)
+		if cd.MessageModel != protocol.MessageModelBroadcast {
+			retry := newTopicConfig(protocol.RetryTopic(cd.GroupName), max(group.RetryQueueNums, 1), retryTopicPerm)
+			if _, created, err := s.topics.createIfAbsent(retry); err != nil {
+				s.logger.Error("creating a retry topic", "topic", retry.TopicName, "err", err)
+				return errorf(req, protocol.SystemError, "HEART_BEAT: creating topic %s failed", retry.TopicName)
+			} else if created {
+				s.logger.Info("created retry topic", "topic", retry.TopicName)
+				s.topicsChanged()
+			}
+		}
+		if s.registry.registerConsumer(ch, cd) {
+			s.logger.Info("consumer joined", "group", cd.GroupName, "client", hb.ClientID, "peer", c.RemoteAddr())
+			s.consumerGroupChanged(cd.GroupName)
+		}
+	}
+	for _, pd := range hb.ProducerDataSet {
+		s.registry.registerProducer(ch, pd.GroupName)
+	}
+	return success(req, protocol.HeartbeatResponseExt(), nil)
+}
+
+// handleUnregisterClient serves UNREGISTER_CLIENT (Java clients at
+// shutdown; the Go client just closes its connections).
+func (s *Server) handleUnregisterClient(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h protocol.UnregisterClientRequestHeader
+	if err := h.SetExt(req.ExtFields); err != nil {
+		return badHeader(req, err)
+	}
+	for _, g := range s.registry.unregister(c, h.ProducerGroup, h.ConsumerGroup) {
+		s.logger.Info("consumer left", "group", g, "client", h.ClientID)
+		s.consumerGroupChanged(g)
+	}
+	return success(req, nil, nil)
+}
+
+// handleGetConsumerListByGroup serves GET_CONSUMER_LIST_BY_GROUP: the ids of
+// the group's members, sorted. A client not in the list is given no queues.
+func (s *Server) handleGetConsumerListByGroup(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h protocol.ConsumerGroupRequestHeader
+	if err := h.SetExt(req.ExtFields); err != nil {
+		return badHeader(req, err)
+	}
+	ids := s.registry.consumerIDs(h.ConsumerGroup)
+	if len(ids) == 0 {
+		return errorf(req, protocol.SystemError, "no consumer of group %s is connected to broker %s", h.ConsumerGroup, s.opts.BrokerName)
+	}
+	return successJSON(req, protocol.ConsumerListBody{ConsumerIDList: ids})
+}
+
+// handleGetConsumerConnectionList serves GET_CONSUMER_CONNECTION_LIST for
+// admin tools: the group's connections and subscription.
+func (s *Server) handleGetConsumerConnectionList(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h protocol.ConsumerGroupRequestHeader
+	if err := h.SetExt(req.ExtFields); err != nil {
+		return badHeader(req, err)
+	}
+	g, ok := s.registry.consumerGroup(h.ConsumerGroup)
+	if !ok {
+		return errorf(req, protocol.ConsumerNotOnline, "the consumer group %s is not online on broker %s", h.ConsumerGroup, s.opts.BrokerName)
+	}
+	cc := protocol.ConsumerConnection{
+		ConnectionSet:     []protocol.Connection{},
+		SubscriptionTable: g.subscriptions,
+		ConsumeType:       g.consumeType,
+		MessageModel:      g.messageModel,
+		ConsumeFromWhere:  g.consumeFromWhere,
+	}
+	for _, ch := range s.registry.consumerChannels(h.ConsumerGroup) {
+		cc.ConnectionSet = append(cc.ConnectionSet, protocol.Connection{
+			ClientID: ch.clientID, ClientAddr: ch.conn.RemoteAddr(), Language: ch.language, Version: ch.version,
+		})
+	}
+	return successJSON(req, cc)
+}
+
+// consumerGroupChanged queues a NOTIFY_CONSUMER_IDS_CHANGED for the group's
+// members. It never blocks: when the queue is full the clients' own 20 s
+// rebalance timer covers the lost notice.
+func (s *Server) consumerGroupChanged(group string) {
+	select {
+	case s.notifyCh <- group:
+	default:
+		s.logger.Warn("notification queue full; consumers will rebalance on their timer", "group", group)
+	}
+}
+
+// notifyLoop tells every member of a changed group to rebalance at once, so
+// a hand-over takes one round trip instead of a rebalance period.
+func (s *Server) notifyLoop(ctx context.Context) {
+	var sends sync.WaitGroup
+	defer sends.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case group := <-s.notifyCh:
+			for _, ch := range s.registry.consumerChannels(group) {
+				// One goroutine per write: a stuck client holds only its
+				// own notice for up to the write timeout.
+				sends.Add(1)
+				go func(conn *remoting.Conn) {
+					defer sends.Done()
+					req := remoting.NewRequest(int32(protocol.NotifyConsumerIDsChanged),
+						(&protocol.ConsumerGroupRequestHeader{ConsumerGroup: group}).Ext(), nil)
+					if err := conn.InvokeOneway(req); err != nil {
+						s.logger.Debug("notifying a consumer failed", "group", group, "peer", conn.RemoteAddr(), "err", err)
+					}
+				}(ch.conn)
+			}
+		}
+	}
+}
+
+// expiryLoop closes the connections of clients silent for longer than the
+// channel expiry; the close hook unregisters them and notifies their groups.
+func (s *Server) expiryLoop(ctx context.Context) {
+	every := min(10*time.Second, max(s.opts.ChannelExpiry/4, 10*time.Millisecond))
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, conn := range s.registry.expired(now, s.opts.ChannelExpiry) {
+				s.logger.Info("client silent past the channel expiry; closing its connection",
+					"peer", conn.RemoteAddr(), "expiry", s.opts.ChannelExpiry)
+				conn.Close()
+			}
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package broker
+
+import (
+	"sync"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+)
+
+// queueKey names one queue of a topic.
+type queueKey struct {
+	topic   string
+	queueID int32
+}
+
+// parkedPull is a pull waiting for a message.
+type parkedPull struct {
+	*pullRequest
+	key     queueKey
+	seenMax int64 // the queue's max offset when the read found nothing
+	timer   *time.Timer
+}
+
+// pullHolder parks pulls that found no message (long polling). A parked
+// pull is read again and answered when the store reports an arrival on its
+// queue, or when its hold time passes; it is dropped when its connection
+// closes, and answered PULL_NOT_FOUND at shutdown. Each parked pull is
+// answered at most once: whoever removes it from the maps owns it.
+type pullHolder struct {
+	s *Server
+
+	mu      sync.Mutex
+	closed  bool
+	byQueue map[queueKey]map[*parkedPull]struct{}
+	byConn  map[*remoting.Conn]map[*parkedPull]struct{}
+
+	// wg counts the goroutines answering released pulls; close waits for
+	// them because they read the store.
+	wg sync.WaitGroup
+}
+
+func newPullHolder(s *Server) *pullHolder {
+	return &pullHolder{
+		s:       s,
+		byQueue: map[queueKey]map[*parkedPull]struct{}{},
+		byConn:  map[*remoting.Conn]map[*parkedPull]struct{}{},
+	}
+}
+
+// park holds p until a message arrives on its queue or p.deadline. It
+// returns false when the holder is closed; the caller answers at once.
+func (h *pullHolder) park(p *pullRequest, seenMax int64) bool {
+	pp := &parkedPull{pullRequest: p, key: queueKey{p.header.Topic, p.header.QueueID}, seenMax: seenMax}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return false
+	}
+	addTo(h.byQueue, pp.key, pp)
+	addTo(h.byConn, pp.conn, pp)
+	// The callback takes mu, so it cannot see pp.timer unset.
+	pp.timer = time.AfterFunc(time.Until(p.deadline), func() { h.release(pp, false) })
+	h.mu.Unlock()
+	// A message stored between the read and the park found nobody to wake.
+	if h.s.store.MaxOffset(pp.key.topic, pp.key.queueID) > seenMax {
+		h.release(pp, true)
+	}
+	return true
+}
+
+func addTo[K comparable](m map[K]map[*parkedPull]struct{}, k K, pp *parkedPull) {
+	set := m[k]
+	if set == nil {
+		set = map[*parkedPull]struct{}{}
+		m[k] = set
+	}
+	set[pp] = struct{}{}
+}
+
+func removeFrom[K comparable](m map[K]map[*parkedPull]struct{}, k K, pp *parkedPull) {
+	if set := m[k]; set != nil {
+		delete(set, pp)
+		if len(set) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+// takeLocked removes pp and reports whether it was still parked (so the
+// caller now owns answering it). Caller holds mu.
+func (h *pullHolder) takeLocked(pp *parkedPull) bool {
+	if _, ok := h.byQueue[pp.key][pp]; !ok {
+		return false
+	}
+	removeFrom(h.byQueue, pp.key, pp)
+	removeFrom(h.byConn, pp.conn, pp)
+	pp.timer.Stop()
+	return true
+}
+
+// release answers pp on a goroutine of its own: woken by an arrival (it may
+// park again until its deadline if the read still finds nothing) or timed
+// out.
+func (h *pullHolder) release(pp *parkedPull, woken bool) {
+	h.mu.Lock()
+	if h.closed || !h.takeLocked(pp) {
+		h.mu.Unlock()
+		return
+	}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	go h.answer(pp, woken)
+}
+
+func (h *pullHolder) answer(pp *parkedPull, woken bool) {
+	defer h.wg.Done()
+	mayPark := woken && time.Now().Before(pp.deadline)
+	if resp := h.s.servePull(pp.pullRequest, false, mayPark); resp != nil {
+		if err := pp.conn.Respond(resp); err != nil {
+			h.s.logger.Debug("answering a parked pull failed", "peer", pp.conn.RemoteAddr(), "err", err)
+		}
+	}
+}
+
+// notify is the store's OnArrive callback: it releases the pulls parked on
+// the queue that wait below maxOffset. It only moves map entries and starts
+// goroutines, so the store's write path is not held up.
+func (h *pullHolder) notify(topic string, queueID int32, maxOffset int64) {
+	key := queueKey{topic, queueID}
+	h.mu.Lock()
+	if h.closed || len(h.byQueue[key]) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	var ready []*parkedPull
+	for pp := range h.byQueue[key] {
+		if pp.header.QueueOffset < maxOffset {
+			ready = append(ready, pp)
+		}
+	}
+	for _, pp := range ready {
+		h.takeLocked(pp)
+		h.wg.Add(1)
+	}
+	h.mu.Unlock()
+	for _, pp := range ready {
+		go h.answer(pp, true)
+	}
+}
+
+// dropConn forgets the pulls parked by a closed connection.
+func (h *pullHolder) dropConn(c *remoting.Conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for pp := range h.byConn[c] {
+		h.takeLocked(pp)
+	}
+}
+
+// parked returns the number of parked pulls.
+func (h *pullHolder) parked() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, set := range h.byQueue {
+		n += len(set)
+	}
+	return n
+}
+
+// close answers every parked pull with PULL_NOT_FOUND, refuses new parks
+// and waits for the answers already being prepared.
+func (h *pullHolder) close() {
+	h.mu.Lock()
+	h.closed = true
+	var all []*parkedPull
+	for _, set := range h.byQueue {
+		for pp := range set {
+			all = append(all, pp)
+		}
+	}
+	for _, pp := range all {
+		h.takeLocked(pp)
+	}
+	h.mu.Unlock()
+	for _, pp := range all {
+		hd := &pp.header
+		resp := remoting.NewResponse(pp.req, int32(protocol.PullNotFound), "broker is shutting down")
+		rh := protocol.PullMessageResponseHeader{
+			SuggestWhichBrokerID: protocol.MasterID,
+			NextBeginOffset:      hd.QueueOffset,
+			MinOffset:            h.s.store.MinOffset(hd.Topic, hd.QueueID),
+			MaxOffset:            h.s.store.MaxOffset(hd.Topic, hd.QueueID),
+		}
+		resp.ExtFields = rh.Ext()
+		pp.conn.Respond(resp)
+	}
+	h.wg.Wait()
+}

@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/store"
+)
+
+// Options configures a broker. NewOptions returns the defaults; New validates
+// and names the offending option in its error.
+type Options struct {
+	// Listen is the TCP address clients and name servers reach the broker
+	// on, e.g. "127.0.1.1:10911". Port 0 picks a free port; Addr reports it.
+	// An unspecified host (0.0.0.0) binds every interface and advertises the
+	// first non-loopback IPv4 address.
+	Listen string
+	// IDC is the data centre the broker lives in; it is registered with the
+	// name servers as the broker's zoneName.
+	IDC string
+	// BrokerName names the broker (a master and its slaves share it).
+	BrokerName string
+	// BrokerID is 0 for a master. zonemq runs masters only; the id is
+	// registered as given.
+	BrokerID int64
+	// Cluster is the cluster the broker registers in (default DefaultCluster).
+	Cluster string
+	// DataDir holds the commit log, consume queues, offsets and metadata. It
+	// is created if missing.
+	DataDir string
+
+	// NamesrvAddrs are name servers to register with ("ip:port").
+	NamesrvAddrs []string
+	// AddrsrvURLs are address-server base URLs; every name server they list
+	// (alive or not) is registered with too, re-read every AddrsrvRefresh.
+	AddrsrvURLs []string
+	// AddrsrvRefresh is how often the address servers are asked again (5 s).
+	AddrsrvRefresh time.Duration
+	// HeartbeatInterval is the period of the light BROKER_HEARTBEAT to each
+	// name server (1 s).
+	HeartbeatInterval time.Duration
+	// RegisterInterval is the period of the full REGISTER_BROKER with every
+	// topic (30 s); topic changes register at once as well.
+	RegisterInterval time.Duration
+	// NamesrvTimeout bounds one request to a name server (1 s), so a hung
+	// name server costs its own loop a second and nobody else anything.
+	NamesrvTimeout time.Duration
+
+	// Flush is the store's fsync policy.
+	Flush store.FlushMode
+	// AutoCreateTopic creates a topic on its first send (default true).
+	AutoCreateTopic bool
+	// DefaultTopicQueueNums caps the queue count of an auto-created topic (4).
+	DefaultTopicQueueNums int
+	// MaxMessageSize is the largest message body accepted (4 MiB).
+	MaxMessageSize int
+	// FileReservedTime is how long commit-log segments are kept (72 h).
+	FileReservedTime time.Duration
+	// DiskMaxUsedRatio is the disk usage above which sends are refused and
+	// old segments are removed early (0.90).
+	DiskMaxUsedRatio float64
+	// SegmentSize is the commit-log segment size (1 GiB).
+	SegmentSize int64
+
+	// LongPollingMax caps how long a pull may wait for a message (15 s),
+	// below the 30 s RPC timeout of the RocketMQ clients.
+	LongPollingMax time.Duration
+	// ChannelExpiry drops a client that sent no heartbeat for this long and
+	// closes its connection (120 s, RocketMQ's channelExpiredTimeout).
+	ChannelExpiry time.Duration
+
+	// Logger receives the broker's log; nil discards it.
+	Logger *slog.Logger
+}
+
+// NewOptions returns the default options. Listen, IDC, BrokerName and
+// DataDir have no useful default and must be set.
+func NewOptions() Options {
+	return Options{
+		Cluster:               protocol.DefaultCluster,
+		AddrsrvRefresh:        5 * time.Second,
+		HeartbeatInterval:     time.Second,
+		RegisterInterval:      30 * time.Second,
+		NamesrvTimeout:        time.Second,
+		Flush:                 store.FlushAsync,
+		AutoCreateTopic:       true,
+		DefaultTopicQueueNums: 4,
+		MaxMessageSize:        protocol.DefaultMaxMessageSize,
+		FileReservedTime:      72 * time.Hour,
+		DiskMaxUsedRatio:      0.90,
+		SegmentSize:           1 << 30,
+		LongPollingMax:        15 * time.Second,
+		ChannelExpiry:         120 * time.Second,
+	}
+}
+
+// validate checks o and fills zero durations with defaults.
+func (o *Options) validate() error {
+	def := NewOptions()
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if o.Listen == "" {
+		bad("Listen (--listen) is required")
+	}
+	if o.IDC == "" {
+		bad("IDC (--idc) is required")
+	}
+	if o.BrokerName == "" {
+		bad("BrokerName (--name) is required")
+	} else if err := protocol.ValidateGroup(o.BrokerName); err != nil {
+		// A broker name becomes a topic name and appears in message queues,
+		// so it keeps to the same character set.
+		bad("BrokerName (--name): %v", err)
+	}
+	if o.BrokerID < 0 {
+		bad("BrokerID (--id) is %d; it must be ≥ 0", o.BrokerID)
+	}
+	if o.Cluster == "" {
+		o.Cluster = def.Cluster
+	}
+	if o.DataDir == "" {
+		bad("DataDir (--data) is required")
+	}
+	for _, u := range o.AddrsrvURLs {
+		if pu, err := url.Parse(u); err != nil || pu.Scheme == "" || pu.Host == "" {
+			bad("AddrsrvURLs (--addrsrv): %q is not an http URL", u)
+		}
+	}
+	if o.DefaultTopicQueueNums <= 0 {
+		bad("DefaultTopicQueueNums is %d; it must be ≥ 1", o.DefaultTopicQueueNums)
+	}
+	if o.MaxMessageSize <= 0 {
+		bad("MaxMessageSize (--max-message-size) is %d; it must be > 0", o.MaxMessageSize)
+	}
+	if o.DiskMaxUsedRatio < 0 || o.DiskMaxUsedRatio > 1 {
+		bad("DiskMaxUsedRatio (--disk-max-used-ratio) is %v; it must be within 0..1", o.DiskMaxUsedRatio)
+	}
+	if o.SegmentSize < 0 {
+		bad("SegmentSize (--segment-size) is %d; it must be > 0", o.SegmentSize)
+	}
+	fill := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	fill(&o.AddrsrvRefresh, def.AddrsrvRefresh)
+	fill(&o.HeartbeatInterval, def.HeartbeatInterval)
+	fill(&o.RegisterInterval, def.RegisterInterval)
+	fill(&o.NamesrvTimeout, def.NamesrvTimeout)
+	fill(&o.LongPollingMax, def.LongPollingMax)
+	fill(&o.ChannelExpiry, def.ChannelExpiry)
+	if o.SegmentSize == 0 {
+		o.SegmentSize = def.SegmentSize
+	}
+	if o.FileReservedTime <= 0 {
+		o.FileReservedTime = def.FileReservedTime
+	}
+	if o.DiskMaxUsedRatio == 0 {
+		o.DiskMaxUsedRatio = def.DiskMaxUsedRatio
+	}
+	return errors.Join(errs...)
+}

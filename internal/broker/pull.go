@@ -1,0 +1,195 @@
+package broker
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
+)
+
+// Limits of one pull answer. rocketmq-client-go asks for 32 messages; the
+// byte cap keeps an answer well inside the clients' 16 MiB frame limit while
+// still carrying one maximal message.
+const (
+	maxPullMessages = 256
+	maxPullBytes    = 8 << 20
+)
+
+// pullRequest is one PULL_MESSAGE, kept whole so that a parked request can
+// be read again and answered later.
+type pullRequest struct {
+	conn     *remoting.Conn
+	req      *remoting.Command
+	header   protocol.PullMessageRequestHeader
+	deadline time.Time // when a parked request is answered regardless; zero until parked
+}
+
+// handlePullMessage serves PULL_MESSAGE. With no message to return and the
+// suspend bit set, the request is parked (nil is returned) and answered
+// through conn.Respond when a message arrives or the hold time passes.
+func (s *Server) handlePullMessage(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	p := &pullRequest{conn: c, req: req}
+	if err := p.header.SetExt(req.ExtFields); err != nil {
+		return badHeader(req, err)
+	}
+	s.pullCount.Add(1)
+	return s.servePull(p, true, true)
+}
+
+// servePull checks and runs one pull. first is false when a parked request
+// is read again (the offset was committed already); mayPark allows parking
+// when nothing is found.
+func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Command {
+	h, req := &p.header, p.req
+	if err := protocol.ValidateGroup(h.ConsumerGroup); err != nil {
+		return errorf(req, protocol.InvalidParameter, "PULL_MESSAGE: consumerGroup: %v", err)
+	}
+	group := s.groups.getOrCreate(h.ConsumerGroup)
+	if !group.ConsumeEnable {
+		return errorf(req, protocol.NoPermission, "the consumer group %s may not consume from broker %s", h.ConsumerGroup, s.opts.BrokerName)
+	}
+	cfg, ok := s.topics.get(h.Topic)
+	if !ok {
+		return errorf(req, protocol.TopicNotExist, "topic[%s] not exist on broker %s, apply first please!", h.Topic, s.opts.BrokerName)
+	}
+	if !protocol.Readable(cfg.Perm) {
+		return errorf(req, protocol.NoPermission, "the topic %s on broker %s is not readable (perm %d)", h.Topic, s.opts.BrokerName, cfg.Perm)
+	}
+	if h.QueueID < 0 || int(h.QueueID) >= cfg.ReadQueueNums {
+		return errorf(req, protocol.InvalidParameter, "queueId[%d] is illegal: topic %s has %d read queues on broker %s",
+			h.QueueID, h.Topic, cfg.ReadQueueNums, s.opts.BrokerName)
+	}
+	filter, resp := s.pullFilter(req, h)
+	if resp != nil {
+		return resp
+	}
+	if first && h.SysFlag&protocol.PullFlagCommitOffset != 0 && h.CommitOffset >= 0 {
+		s.store.CommitOffset(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+	}
+	n := int(h.MaxMsgNums)
+	if n <= 0 {
+		// rocketmq-client-go's pull consumer asks for 0; Java still returns
+		// one message, and the client depends on it.
+		n = 1
+	}
+	n = min(n, maxPullMessages)
+	maxBytes := maxPullBytes
+	if h.MaxMsgBytes > 0 {
+		maxBytes = min(maxBytes, int(h.MaxMsgBytes))
+	}
+	res := s.store.GetMessages(h.Topic, h.QueueID, h.QueueOffset, n, maxBytes, filter)
+	code := pullCode(res.Status, h.QueueOffset)
+	if code == protocol.PullNotFound && mayPark && h.SysFlag&protocol.PullFlagSuspend != 0 && h.SuspendTimeoutMillis > 0 {
+		if p.deadline.IsZero() {
+			hold := min(time.Duration(h.SuspendTimeoutMillis)*time.Millisecond, s.opts.LongPollingMax)
+			p.deadline = time.Now().Add(hold)
+		}
+		if time.Now().Before(p.deadline) && s.pulls.park(p, res.MaxOffset) {
+			return nil
+		}
+	}
+	return pullResponse(req, code, res)
+}
+
+// pullFilter resolves the subscription that filters the pull: the request's
+// own when the subscription bit is set, else the one the group's heartbeat
+// reported. It returns nil for "every tag".
+func (s *Server) pullFilter(req *remoting.Command, h *protocol.PullMessageRequestHeader) (func(int64) bool, *remoting.Command) {
+	var sub protocol.SubscriptionData
+	if h.SysFlag&protocol.PullFlagSubscription != 0 {
+		sub.SubString, sub.ExpressionType = h.Subscription, h.ExpressionType
+		sub.TagsSet, sub.CodeSet = protocol.ParseSubscription(h.Subscription)
+	} else {
+		sd, groupOnline, ok := s.registry.subscription(h.ConsumerGroup, h.Topic)
+		switch {
+		case !groupOnline:
+			return nil, errorf(req, protocol.SubscriptionNotExist, "the consumer group %s has sent broker %s no heartbeat", h.ConsumerGroup, s.opts.BrokerName)
+		case !ok:
+			return nil, errorf(req, protocol.SubscriptionNotExist, "the consumer group %s is not subscribed to topic %s", h.ConsumerGroup, h.Topic)
+		case sd.SubVersion < h.SubVersion:
+			return nil, errorf(req, protocol.SubscriptionNotLatest, "the subscription of group %s to topic %s is older than the pull's", h.ConsumerGroup, h.Topic)
+		}
+		sub = sd
+	}
+	if sub.ExpressionType != "" && !strings.EqualFold(sub.ExpressionType, protocol.ExpressionTypeTag) {
+		return nil, errorf(req, protocol.SubscriptionParseFailed, "expression type %s is not supported; zonemq filters by TAG", sub.ExpressionType)
+	}
+	return tagFilter(sub), nil
+}
+
+// tagFilter matches consume-queue tag codes against a subscription. nil
+// means every message matches.
+func tagFilter(sub protocol.SubscriptionData) func(int64) bool {
+	expr := strings.TrimSpace(sub.SubString)
+	if expr == "" || expr == protocol.SubscribeAll {
+		return nil
+	}
+	codes := map[int64]struct{}{}
+	for _, t := range sub.TagsSet {
+		codes[protocol.TagsHashCode(t)] = struct{}{}
+	}
+	if len(codes) == 0 {
+		for _, c := range sub.CodeSet {
+			codes[c] = struct{}{}
+		}
+	}
+	if len(codes) == 0 {
+		_, parsed := protocol.ParseSubscription(expr)
+		for _, c := range parsed {
+			codes[c] = struct{}{}
+		}
+	}
+	return func(code int64) bool {
+		_, ok := codes[code]
+		return ok
+	}
+}
+
+// pullCode maps the store's read status to the pull answer's code, as the
+// Java broker does.
+func pullCode(st store.GetStatus, offset int64) protocol.ResponseCode {
+	switch st {
+	case store.Found:
+		return protocol.Success
+	case store.NoMatchedMessage, store.MessageWasRemoving:
+		return protocol.PullRetryImmediately
+	case store.NoMessageInQueue:
+		if offset != 0 {
+			return protocol.PullOffsetMoved
+		}
+		return protocol.PullNotFound
+	case store.OffsetFoundNull, store.OffsetOverflowOne:
+		return protocol.PullNotFound
+	case store.OffsetOverflowBadly, store.OffsetTooSmall:
+		return protocol.PullOffsetMoved
+	}
+	return protocol.PullRetryImmediately
+}
+
+// pullResponse builds a pull answer: the four offsets always, the store
+// status as remark, and on SUCCESS the stored records back to back.
+func pullResponse(req *remoting.Command, code protocol.ResponseCode, res store.GetResult) *remoting.Command {
+	resp := remoting.NewResponse(req, int32(code), res.Status.String())
+	rh := protocol.PullMessageResponseHeader{
+		SuggestWhichBrokerID: protocol.MasterID,
+		NextBeginOffset:      res.NextBeginOffset,
+		MinOffset:            res.MinOffset,
+		MaxOffset:            res.MaxOffset,
+	}
+	resp.ExtFields = rh.Ext()
+	if code == protocol.Success {
+		n := 0
+		for _, m := range res.Messages {
+			n += len(m)
+		}
+		body := make([]byte, 0, n)
+		for _, m := range res.Messages {
+			body = append(body, m...)
+		}
+		resp.Body = body
+	}
+	return resp
+}

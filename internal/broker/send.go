@@ -1,0 +1,221 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
+)
+
+// maxDelayLevel is the highest RocketMQ delay level (1s … 2h).
+const maxDelayLevel = 18
+
+// handleSendMessage serves SEND_MESSAGE and SEND_REPLY_MESSAGE (long keys),
+// SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (keys a–n).
+func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h protocol.SendMessageRequestHeader
+	var err error
+	switch protocol.RequestCode(req.Code) {
+	case protocol.SendMessageV2, protocol.SendBatchMessage:
+		var v2 protocol.SendMessageRequestHeaderV2
+		err = v2.SetExt(req.ExtFields)
+		h = v2.SendMessageRequestHeader
+	default:
+		err = h.SetExt(req.ExtFields)
+	}
+	if err != nil {
+		return badHeader(req, err)
+	}
+	queueID, resp := s.checkSend(req, &h)
+	if resp != nil {
+		return resp
+	}
+	h.QueueID = queueID
+	bornHost, _ := netip.ParseAddrPort(c.RemoteAddr())
+	if protocol.RequestCode(req.Code) == protocol.SendBatchMessage {
+		return s.sendBatch(ctx, req, &h, bornHost)
+	}
+	if len(req.Body) > s.opts.MaxMessageSize {
+		return errorf(req, protocol.MessageIllegal, "the message body is %d bytes; this broker's limit (maxMessageSize) is %d bytes",
+			len(req.Body), s.opts.MaxMessageSize)
+	}
+	if len(h.Properties) > protocol.MaxPropertiesLength {
+		return errorf(req, protocol.MessageIllegal, "the message properties are %d bytes; the limit is %d bytes",
+			len(h.Properties), protocol.MaxPropertiesLength)
+	}
+	m := &protocol.MessageExt{
+		Topic:          h.Topic,
+		QueueID:        h.QueueID,
+		Flag:           h.Flag,
+		SysFlag:        h.SysFlag,
+		BornTimestamp:  h.BornTimestamp,
+		BornHost:       bornHost,
+		ReconsumeTimes: h.ReconsumeTimes,
+		Body:           req.Body,
+		Properties:     h.Properties,
+	}
+	if strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix) && s.beforeRetryStore != nil {
+		if err := s.beforeRetryStore(ctx, &h, m); err != nil {
+			return errorf(req, protocol.SystemError, "handling the retry message for %s: %v", h.Topic, err)
+		}
+	}
+
+	var res store.PutResult
+	switch level := delayLevel(m.Properties); {
+	case m.SysFlag&protocol.SysFlagTransactionMask == protocol.SysFlagTransactionPrep:
+		if s.prepareTransaction == nil {
+			return errorf(req, protocol.NoPermission, "broker %s does not take transaction messages yet", s.opts.BrokerName)
+		}
+		res, err = s.prepareTransaction(ctx, m)
+	case level > 0 && s.schedule != nil:
+		res, err = s.schedule(ctx, m, level)
+	default:
+		// TODO(schedule seam): while s.schedule is nil, a message with a
+		// DELAY level is stored at once in its topic.
+		res, err = s.putMessage(ctx, m)
+	}
+	if err != nil {
+		return s.putErrorResponse(req, h.Topic, err)
+	}
+	msgID := res.MsgID
+	if msgID == "" {
+		msgID = protocol.OffsetMessageID(s.storeHost, res.CommitLogOffset)
+	}
+	uniq, _ := protocol.Property(m.Properties, protocol.PropertyUniqClientMessageID)
+	return s.sendResponse(req, res, msgID, m.QueueID, uniq)
+}
+
+// checkSend applies the broker's rules to a send: topic name, system topics,
+// existence (auto-creating it when allowed), write permission, queue id. It
+// returns the queue to store in, or the refusal.
+func (s *Server) checkSend(req *remoting.Command, h *protocol.SendMessageRequestHeader) (int32, *remoting.Command) {
+	if err := protocol.ValidateTopic(h.Topic); err != nil {
+		return 0, errorf(req, protocol.MessageIllegal, "%v", err)
+	}
+	if protocol.IsSystemTopic(h.Topic) {
+		return 0, errorf(req, protocol.NoPermission, "sending to the system topic %s is forbidden", h.Topic)
+	}
+	cfg, ok := s.topics.get(h.Topic)
+	if !ok {
+		var resp *remoting.Command
+		if cfg, resp = s.autoCreateTopic(req, h); resp != nil {
+			return 0, resp
+		}
+	}
+	if !protocol.Writeable(cfg.Perm) {
+		return 0, errorf(req, protocol.NoPermission, "the topic %s on broker %s is not writable (perm %d)", h.Topic, s.opts.BrokerName, cfg.Perm)
+	}
+	if cfg.WriteQueueNums <= 0 {
+		return 0, errorf(req, protocol.NoPermission, "the topic %s has no write queues on broker %s", h.Topic, s.opts.BrokerName)
+	}
+	queueID := h.QueueID
+	if queueID < 0 {
+		queueID = rand.Int32N(int32(cfg.WriteQueueNums))
+	}
+	if int(queueID) >= cfg.WriteQueueNums {
+		// SYSTEM_ERROR, as in RocketMQ: the producer's route is stale and a
+		// retry on another queue succeeds.
+		return 0, errorf(req, protocol.SystemError, "request queueId[%d] is illegal: topic %s has %d write queues on broker %s",
+			queueID, h.Topic, cfg.WriteQueueNums, s.opts.BrokerName)
+	}
+	return queueID, nil
+}
+
+// autoCreateTopic creates a topic on its first send: retry topics always,
+// others when auto-creation is on and the producer names TBW102 as the
+// template. The new topic is registered with every name server at once.
+func (s *Server) autoCreateTopic(req *remoting.Command, h *protocol.SendMessageRequestHeader) (protocol.TopicConfig, *remoting.Command) {
+	var cfg protocol.TopicConfig
+	switch {
+	case strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix):
+		cfg = newTopicConfig(h.Topic, 1, retryTopicPerm)
+	case s.opts.AutoCreateTopic && h.DefaultTopic == protocol.AutoCreateTopicKey:
+		tmpl, ok := s.topics.get(protocol.AutoCreateTopicKey)
+		if !ok || tmpl.Perm&protocol.PermInherit == 0 {
+			return cfg, errorf(req, protocol.TopicNotExist, "topic[%s] not exist, apply first please! (broker %s has no inheritable %s)",
+				h.Topic, s.opts.BrokerName, protocol.AutoCreateTopicKey)
+		}
+		n := min(s.opts.DefaultTopicQueueNums, tmpl.WriteQueueNums)
+		if h.DefaultTopicQueueNums > 0 {
+			n = min(n, int(h.DefaultTopicQueueNums))
+		}
+		cfg = newTopicConfig(h.Topic, n, tmpl.Perm&^protocol.PermInherit)
+	default:
+		return cfg, errorf(req, protocol.TopicNotExist, "topic[%s] not exist, apply first please! (auto-creation is off on broker %s)",
+			h.Topic, s.opts.BrokerName)
+	}
+	cfg, created, err := s.topics.createIfAbsent(cfg)
+	if err != nil {
+		s.logger.Error("auto-creating a topic", "topic", h.Topic, "err", err)
+		return cfg, errorf(req, protocol.SystemError, "creating topic %s failed", h.Topic)
+	}
+	if created {
+		s.logger.Info("auto-created topic", "topic", h.Topic, "queues", cfg.WriteQueueNums, "producerGroup", h.ProducerGroup)
+		s.topicsChanged()
+	}
+	return cfg, nil
+}
+
+// putMessage stores one message that is already routed (its final topic and
+// queue). It is the send path's last step and the seam the retry, DLQ,
+// schedule and transaction services store through.
+func (s *Server) putMessage(ctx context.Context, m *protocol.MessageExt) (store.PutResult, error) {
+	res, err := s.store.PutMessage(ctx, m)
+	if err == nil {
+		s.putCount.Add(1)
+	}
+	return res, err
+}
+
+// putErrorResponse maps a store error to the code clients act on.
+func (s *Server) putErrorResponse(req *remoting.Command, topic string, err error) *remoting.Command {
+	switch {
+	case errors.Is(err, store.ErrDiskFull):
+		s.logger.Warn("refusing a send: the disk is full", "topic", topic, "usedRatio", s.store.DiskUsedRatio())
+		return errorf(req, protocol.ServiceNotAvailable, "the disk of broker %s is full (used %.0f%%, limit %.0f%%); send to another broker",
+			s.opts.BrokerName, 100*s.store.DiskUsedRatio(), 100*s.opts.DiskMaxUsedRatio)
+	case errors.Is(err, store.ErrMessageTooLarge):
+		return errorf(req, protocol.MessageIllegal, "the message is larger than this broker's limit (maxMessageSize %d bytes)", s.opts.MaxMessageSize)
+	case errors.Is(err, store.ErrIllegalMessage):
+		return errorf(req, protocol.MessageIllegal, "%v", err)
+	case errors.Is(err, store.ErrClosed):
+		return errorf(req, protocol.ServiceNotAvailable, "broker %s is shutting down", s.opts.BrokerName)
+	}
+	s.logger.Error("storing a message failed", "topic", topic, "err", err)
+	return errorf(req, protocol.SystemError, "storing the message on broker %s failed", s.opts.BrokerName)
+}
+
+// sendResponse builds the answer to a stored send.
+func (s *Server) sendResponse(req *remoting.Command, res store.PutResult, msgID string, queueID int32, uniqKey string) *remoting.Command {
+	code := protocol.Success
+	if res.Status == store.PutFlushDiskTimeout {
+		code = protocol.FlushDiskTimeout
+	}
+	resp := remoting.NewResponse(req, int32(code), "")
+	rh := protocol.SendMessageResponseHeader{
+		MsgID: msgID, QueueID: queueID, QueueOffset: res.QueueOffset, TransactionID: uniqKey,
+		MsgRegion: DefaultRegion, TraceOn: true,
+	}
+	resp.ExtFields = rh.Ext()
+	return resp
+}
+
+// delayLevel returns the message's DELAY property (0 when absent or not a
+// positive number), capped at the highest level as RocketMQ does.
+func delayLevel(props string) int {
+	v, ok := protocol.Property(props, protocol.PropertyDelayLevel)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return min(n, maxDelayLevel)
+}

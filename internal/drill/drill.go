@@ -1,0 +1,270 @@
+// Package drill is zonemq's disaster drill: it starts a real multi-IDC
+// cluster as separate processes of the zonemq binary, runs producers and
+// consumers in every IDC through the SDK, plays the failure scenarios of
+// ARCHITECTURE.md §3 one after another (as crashes and as hangs), and
+// measures what each cost: recovery times, send errors, lost, stranded and
+// duplicated messages, and traffic that crossed IDCs while all were healthy.
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// Options configures a drill.
+type Options struct {
+	// Binary is the zonemq executable to start the servers from; required.
+	Binary string
+	// IDCs is how many IDCs to run (2 or more). Zero means 2.
+	IDCs int
+	// PhaseLength is how long each failure is held and how long the
+	// cluster runs after each repair. Zero means 10 s.
+	PhaseLength time.Duration
+	// SendInterval paces each IDC's producer. Zero means 10 ms.
+	SendInterval time.Duration
+	// DrainTimeout bounds the wait, after the last scenario, for every
+	// acknowledged message to be consumed. Zero means 60 s.
+	DrainTimeout time.Duration
+	// WorkDir holds data and logs; empty means a temporary folder removed
+	// afterwards (kept when the drill fails, for the logs).
+	WorkDir string
+	// PortOffset shifts every well-known drill port (to run two at once).
+	PortOffset int
+	// Progress, if set, receives progress lines while the drill runs;
+	// Terminal makes them one refreshing line.
+	Progress io.Writer
+	Terminal bool
+	// Logger receives the SDK's log lines; nil discards them.
+	Logger *slog.Logger
+}
+
+type drill struct {
+	opts     Options
+	cluster  *cluster
+	work     *workload
+	progress *progress
+}
+
+// Run plays the drill and returns its report. An error means the drill
+// itself could not run (a process did not start); a report whose OK is false
+// means zonemq did not pass it.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if opts.Binary == "" {
+		return nil, errors.New("drill: no zonemq binary given")
+	}
+	if opts.IDCs == 0 {
+		opts.IDCs = 2
+	}
+	if opts.IDCs < 2 || opts.IDCs > 9 {
+		return nil, fmt.Errorf("drill: --idcs must be 2..9, got %d", opts.IDCs)
+	}
+	if opts.PhaseLength <= 0 {
+		opts.PhaseLength = 10 * time.Second
+	}
+	if opts.SendInterval <= 0 {
+		opts.SendInterval = 10 * time.Millisecond
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 60 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	workDir, cleanup := opts.WorkDir, func(bool) {}
+	if workDir == "" {
+		dir, err := os.MkdirTemp("", "zonemq-drill-")
+		if err != nil {
+			return nil, err
+		}
+		workDir = dir
+		cleanup = func(ok bool) {
+			if ok {
+				os.RemoveAll(dir)
+			}
+		}
+	}
+	cl, err := newCluster(opts.Binary, workDir, opts.IDCs, opts.PortOffset)
+	if err != nil {
+		return nil, err
+	}
+	d := &drill{opts: opts, cluster: cl, progress: newProgress(opts.Progress, opts.Terminal)}
+	defer d.progress.stop()
+	report, err := d.run(ctx)
+	ok := err == nil && report != nil && report.OK
+	if !ok {
+		d.progress.printf("drill data and logs kept in %s", workDir)
+	}
+	cleanup(ok)
+	return report, err
+}
+
+func (d *drill) run(ctx context.Context) (*Report, error) {
+	start := time.Now()
+	d.progress.setPhase("starting " + fmt.Sprint(d.opts.IDCs) + " IDCs (address server, name server, broker each)")
+	defer d.cluster.close()
+	if err := d.cluster.start(ctx); err != nil {
+		return nil, err
+	}
+	d.work = newWorkload(d.cluster.idcs, d.opts.SendInterval, d.opts.Logger)
+	d.progress.ledger = d.work.ledger
+	closeCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	defer d.work.close(closeCtx)
+	if err := d.work.start(ctx); err != nil {
+		return nil, err
+	}
+	// Warm up: every consumer has taken its queues and messages flow before
+	// the healthy window is measured.
+	d.progress.setPhase("warming up")
+	if err := d.waitFlowing(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+
+	d.progress.setPhase("S1: all IDCs healthy")
+	s1Start := time.Now()
+	if err := sleepCtx(ctx, d.opts.PhaseLength); err != nil {
+		return nil, err
+	}
+	s1End := time.Now()
+
+	var phases []*phase
+	for _, s := range d.steps() {
+		p, err := d.play(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		phases = append(phases, p)
+	}
+
+	d.progress.setPhase("draining: waiting for every acknowledged message to be consumed")
+	d.work.stopSending()
+	deadline := time.Now().Add(d.opts.DrainTimeout)
+	for d.work.ledger.unconsumed() > 0 && time.Now().Before(deadline) {
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	// Let late duplicates show before counting.
+	sleepCtx(ctx, 2*time.Second)
+
+	sends, recvs := d.work.ledger.snapshot()
+	results, totals := analyze(sends, recvs, s1Start, s1End, phases)
+	r := &Report{
+		IDCs: d.opts.IDCs, PhaseMillis: millis(d.opts.PhaseLength), StartedAt: start,
+		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, OK: true,
+	}
+	if totals.Lost > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("%d acknowledged messages lost", totals.Lost))
+	}
+	for _, s := range results {
+		if !s.Recovered {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s (%s) did not pass", s.Name, s.Failure))
+		}
+	}
+	r.OK = len(r.Problems) == 0
+	return r, nil
+}
+
+// waitFlowing waits until every IDC's consumer has read a message of its own
+// IDC's producer from its own IDC's broker.
+func (d *drill) waitFlowing(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		_, recvs := d.work.ledger.snapshot()
+		seen := map[string]bool{}
+		for _, rs := range recvs {
+			for _, rc := range rs {
+				if rc.consumerIDC == rc.brokerIDC {
+					seen[rc.consumerIDC] = true
+				}
+			}
+		}
+		if len(seen) == len(d.cluster.idcs) {
+			return nil
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("drill: messages did not flow in every IDC within %s (logs in %s)", limit, d.cluster.workDir)
+}
+
+// progress shows which scenario runs, the elapsed time and the message
+// counts, on one refreshing line on a terminal or a line per phase otherwise.
+type progress struct {
+	w        io.Writer
+	terminal bool
+	ledger   *ledger
+	start    time.Time
+
+	mu    sync.Mutex
+	phase string
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newProgress(w io.Writer, terminal bool) *progress {
+	p := &progress{w: w, terminal: terminal, start: time.Now(), done: make(chan struct{})}
+	if w != nil && terminal {
+		p.wg.Add(1)
+		go p.loop()
+	}
+	return p
+}
+
+func (p *progress) setPhase(s string) {
+	p.mu.Lock()
+	p.phase = s
+	p.mu.Unlock()
+	if p.w != nil && !p.terminal {
+		fmt.Fprintf(p.w, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), s)
+	}
+}
+
+func (p *progress) printf(format string, a ...any) {
+	if p.w == nil {
+		return
+	}
+	if p.terminal {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, format+"\n", a...)
+}
+
+func (p *progress) loop() {
+	defer p.wg.Done()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			fmt.Fprint(p.w, "\r\033[K")
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		phase := p.phase
+		p.mu.Unlock()
+		var acked, got, errs int64
+		if p.ledger != nil {
+			acked, got, errs = p.ledger.acked.Load(), p.ledger.got.Load(), p.ledger.errs.Load()
+		}
+		fmt.Fprintf(p.w, "\r\033[K[%6.1fs] %s | acked %d, consumed %d, send errors %d",
+			time.Since(p.start).Seconds(), phase, acked, got, errs)
+	}
+}
+
+func (p *progress) stop() {
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+	p.wg.Wait()
+}

@@ -1,0 +1,182 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// role is one server process kind the drill runs per IDC.
+type role string
+
+const (
+	roleAddrsrv role = "addrsrv"
+	roleNamesrv role = "namesrv"
+	roleBroker  role = "broker"
+)
+
+// proc is one role process of one IDC, started from the zonemq binary. It
+// can be killed, hung (SIGSTOP), resumed and started again on the same data.
+type proc struct {
+	role    role
+	idc     string
+	addr    string // the address it listens on
+	binary  string
+	args    []string
+	logPath string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	stopped bool // SIGSTOPped
+}
+
+func (p *proc) String() string { return fmt.Sprintf("%s/%s(%s)", p.idc, p.role, p.addr) }
+
+// start launches the process and waits until it accepts connections.
+func (p *proc) start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.cmd != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("%s is already running", p)
+	}
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	cmd := exec.Command(p.binary, p.args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	// The children must not outlive the drill, whatever happens to it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		p.mu.Unlock()
+		return fmt.Errorf("start %s: %w", p, err)
+	}
+	exited := make(chan struct{})
+	p.cmd, p.exited, p.stopped = cmd, exited, false
+	p.mu.Unlock()
+	go func() {
+		cmd.Wait()
+		logFile.Close()
+		close(exited)
+	}()
+	return p.waitReady(ctx, exited)
+}
+
+func (p *proc) waitReady(ctx context.Context, exited chan struct{}) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if p.ready() {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited during start-up (see %s)", p, p.logPath)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after 20s (see %s)", p, p.logPath)
+		}
+	}
+}
+
+func (p *proc) ready() bool {
+	if p.role == roleAddrsrv {
+		c := http.Client{Timeout: 300 * time.Millisecond}
+		resp, err := c.Get("http://" + p.addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	c, err := net.DialTimeout("tcp", p.addr, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// signal sends sig to the running process.
+func (p *proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s is not running", p)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		p.stopped = true
+	case syscall.SIGCONT:
+		p.stopped = false
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// kill SIGKILLs the process and waits for it to be gone.
+func (p *proc) kill() error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	p.mu.Lock()
+	p.cmd = nil
+	p.mu.Unlock()
+	return nil
+}
+
+// terminate stops the process cleanly (SIGTERM), escalating to SIGKILL.
+func (p *proc) terminate(grace time.Duration) error {
+	p.mu.Lock()
+	cmd, exited, stopped := p.cmd, p.exited, p.stopped
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if stopped {
+		cmd.Process.Signal(syscall.SIGCONT)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		err = errors.New(p.String() + " did not stop within " + grace.String() + "; killed")
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+	p.mu.Lock()
+	p.cmd = nil
+	p.mu.Unlock()
+	return err
+}
+
+// newProc describes a role process of one IDC.
+func newProc(binary, workDir string, r role, idc, addr string, args []string) *proc {
+	return &proc{
+		role:    r,
+		idc:     idc,
+		addr:    addr,
+		binary:  binary,
+		args:    append([]string{string(r)}, args...),
+		logPath: filepath.Join(workDir, fmt.Sprintf("%s-%s.log", idc, r)),
+	}
+}

@@ -1,0 +1,116 @@
+package drill
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Millis is a duration in milliseconds; -1 means "not observed".
+type Millis int64
+
+func millis(d time.Duration) Millis {
+	if d < 0 {
+		return -1
+	}
+	return Millis(d / time.Millisecond)
+}
+
+func (m Millis) String() string {
+	if m < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2fs", float64(m)/1000)
+}
+
+// ScenarioResult holds the figures of one scenario.
+type ScenarioResult struct {
+	Name        string `json:"name"`
+	Failure     string `json:"failure"`
+	Description string `json:"description"`
+	// ProducerRTO: from the failure to the first message of the failed
+	// IDC's producers acknowledged by another IDC's broker.
+	ProducerRTO Millis `json:"producerRtoMs"`
+	// ConsumerTakeover: from the failure to the first message read the new
+	// way (S2/S3: the failed IDC's consumers reading another IDC's broker;
+	// S4: another IDC's consumers reading the failed IDC's broker).
+	ConsumerTakeover Millis `json:"consumerTakeoverMs"`
+	// AddrsrvDrop: S3 only, from the failure until the failed IDC's address
+	// server stopped listing its name server.
+	AddrsrvDrop Millis `json:"addrsrvDropMs"`
+	// FailbackProducer / FailbackConsumer: from the repair to the first
+	// message the failed IDC's producer / consumer carried locally again.
+	FailbackProducer Millis   `json:"failbackProducerMs"`
+	FailbackConsumer Millis   `json:"failbackConsumerMs"`
+	SendErrors       int      `json:"sendErrors"`
+	Acked            int      `json:"acked"`
+	Lost             int      `json:"lost"`
+	Stranded         int      `json:"stranded"`
+	Duplicates       int      `json:"duplicates"`
+	CrossIDC         int      `json:"crossIdc"`
+	Recovered        bool     `json:"recovered"`
+	Notes            []string `json:"notes,omitempty"`
+}
+
+// Totals sums the whole run.
+type Totals struct {
+	Sent       int `json:"sent"`
+	Acked      int `json:"acked"`
+	SendErrors int `json:"sendErrors"`
+	Consumed   int `json:"consumedKeys"`
+	Lost       int `json:"lost"`
+	Duplicates int `json:"duplicates"`
+}
+
+// Report is the drill's result.
+type Report struct {
+	IDCs        int              `json:"idcs"`
+	PhaseMillis Millis           `json:"phaseMs"`
+	StartedAt   time.Time        `json:"startedAt"`
+	Elapsed     Millis           `json:"elapsedMs"`
+	Scenarios   []ScenarioResult `json:"scenarios"`
+	Totals      Totals           `json:"totals"`
+	OK          bool             `json:"ok"`
+	Problems    []string         `json:"problems,omitempty"`
+}
+
+// WriteJSON writes the report as one JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report as a readable table.
+func (r *Report) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "zonemq drill: %d IDCs, %s per phase, %s in all\n\n", r.IDCs, r.PhaseMillis, r.Elapsed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tfailure\tproducer RTO\ttakeover\tns delisted\tfail-back p/c\tsend errors\tacked\tlost\tstranded\tdup\tcross-IDC\trecovered\t")
+	for _, s := range r.Scenarios {
+		fb := "—"
+		if s.Name != "S1" {
+			fb = s.FailbackProducer.String() + "/" + s.FailbackConsumer.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n",
+			s.Name, s.Failure, s.ProducerRTO, s.ConsumerTakeover, s.AddrsrvDrop, fb,
+			s.SendErrors, s.Acked, s.Lost, s.Stranded, s.Duplicates, s.CrossIDC, s.Recovered)
+	}
+	tw.Flush()
+	t := r.Totals
+	fmt.Fprintf(w, "\ntotals: %d sent, %d acknowledged, %d send errors, %d consumed, %d lost, %d duplicates\n",
+		t.Sent, t.Acked, t.SendErrors, t.Consumed, t.Lost, t.Duplicates)
+	for _, s := range r.Scenarios {
+		for _, n := range s.Notes {
+			fmt.Fprintf(w, "note %s %s: %s\n", s.Name, s.Failure, n)
+		}
+	}
+	if r.OK {
+		fmt.Fprintln(w, "result: OK (no acknowledged message lost, every scenario recovered, S1 stayed local)")
+	} else {
+		fmt.Fprintf(w, "result: FAILED: %s\n", strings.Join(r.Problems, "; "))
+	}
+	return nil
+}

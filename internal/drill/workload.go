@@ -1,0 +1,238 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zonemq/zonemq/client"
+)
+
+// sendRecord is one application-level send.
+type sendRecord struct {
+	key         string
+	producerIDC string
+	start, end  time.Time
+	brokerIDC   string
+	broker      string
+	err         error
+}
+
+// recvRecord is one delivery of a message to a consumer.
+type recvRecord struct {
+	consumerIDC string
+	brokerIDC   string
+	broker      string
+	at          time.Time
+}
+
+// ledger records every send and delivery of the drill. Safe for concurrent use.
+type ledger struct {
+	mu    sync.Mutex
+	sends []sendRecord
+	recvs map[string][]recvRecord
+
+	acked atomic.Int64
+	got   atomic.Int64
+	errs  atomic.Int64
+}
+
+func newLedger() *ledger { return &ledger{recvs: make(map[string][]recvRecord)} }
+
+func (l *ledger) addSend(r sendRecord) {
+	l.mu.Lock()
+	l.sends = append(l.sends, r)
+	l.mu.Unlock()
+	if r.err != nil {
+		l.errs.Add(1)
+	} else {
+		l.acked.Add(1)
+	}
+}
+
+func (l *ledger) addRecv(key string, r recvRecord) {
+	l.mu.Lock()
+	l.recvs[key] = append(l.recvs[key], r)
+	l.mu.Unlock()
+	l.got.Add(1)
+}
+
+// snapshot copies the records for analysis.
+func (l *ledger) snapshot() ([]sendRecord, map[string][]recvRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sends := append([]sendRecord(nil), l.sends...)
+	recvs := make(map[string][]recvRecord, len(l.recvs))
+	for k, v := range l.recvs {
+		recvs[k] = append([]recvRecord(nil), v...)
+	}
+	return sends, recvs
+}
+
+// unconsumed counts acknowledged keys never delivered.
+func (l *ledger) unconsumed() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.sends {
+		if s.err == nil && len(l.recvs[s.key]) == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+const (
+	drillTopic = "ZonemqDrill"
+	drillGroup = "zonemq_drill_cg"
+)
+
+// workload is the drill's producers and consumers, one of each per IDC,
+// talking to their own IDC's address server through the SDK.
+type workload struct {
+	ledger   *ledger
+	interval time.Duration
+	logger   *slog.Logger
+	idcs     []*idcProcs
+
+	producers []*client.Producer
+	consumers map[string]*client.PushConsumer // by IDC
+	cmu       sync.Mutex
+
+	stopSend context.CancelFunc
+	sendWG   sync.WaitGroup
+}
+
+func clientConfig(i *idcProcs, logger *slog.Logger) client.ClientConfig {
+	return client.ClientConfig{
+		AddrsrvURLs: []string{i.addrsrvURL()},
+		IDC:         i.name,
+		LocalIP:     i.ip,
+		Logger:      logger.With("client-idc", i.name),
+	}
+}
+
+func newWorkload(idcs []*idcProcs, interval time.Duration, logger *slog.Logger) *workload {
+	return &workload{ledger: newLedger(), interval: interval, logger: logger, idcs: idcs, consumers: map[string]*client.PushConsumer{}}
+}
+
+// startConsumer starts the push consumer of IDC i.
+func (w *workload) startConsumer(ctx context.Context, i *idcProcs) error {
+	c, err := client.NewPushConsumer(client.ConsumerConfig{
+		ClientConfig:     clientConfig(i, w.logger),
+		Group:            drillGroup,
+		ConsumeFromWhere: client.ConsumeFromFirstOffset,
+	})
+	if err != nil {
+		return err
+	}
+	idcName := i.name
+	err = c.Subscribe(drillTopic, "*", func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+		now := time.Now()
+		for _, m := range msgs {
+			for _, k := range m.Keys {
+				w.ledger.addRecv(k, recvRecord{consumerIDC: idcName, brokerIDC: m.IDC, broker: m.BrokerName, at: now})
+			}
+		}
+		return client.ConsumeSuccess
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("start %s consumer: %w", i.name, err)
+	}
+	w.cmu.Lock()
+	w.consumers[i.name] = c
+	w.cmu.Unlock()
+	return nil
+}
+
+// stopConsumer shuts down the consumer of IDC name (committing offsets).
+func (w *workload) stopConsumer(ctx context.Context, name string) error {
+	w.cmu.Lock()
+	c := w.consumers[name]
+	delete(w.consumers, name)
+	w.cmu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.Shutdown(ctx)
+}
+
+// start starts every IDC's consumer and producer; producers send one
+// message each interval until stop.
+func (w *workload) start(ctx context.Context) error {
+	for _, i := range w.idcs {
+		if err := w.startConsumer(ctx, i); err != nil {
+			return err
+		}
+	}
+	sendCtx, cancel := context.WithCancel(context.Background())
+	w.stopSend = cancel
+	for _, i := range w.idcs {
+		p, err := client.NewProducer(client.ProducerConfig{ClientConfig: clientConfig(i, w.logger), Group: "zonemq_drill_pg"})
+		if err != nil {
+			return err
+		}
+		if err := p.Start(ctx); err != nil {
+			return fmt.Errorf("start %s producer: %w", i.name, err)
+		}
+		w.producers = append(w.producers, p)
+		w.sendWG.Add(1)
+		go w.sendLoop(sendCtx, p, i.name)
+	}
+	return nil
+}
+
+// sendLoop sends keyed messages at a fixed pace, bounded by ctx.
+func (w *workload) sendLoop(ctx context.Context, p *client.Producer, idcName string) {
+	defer w.sendWG.Done()
+	tick := time.NewTicker(w.interval)
+	defer tick.Stop()
+	for seq := 1; ; seq++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		key := fmt.Sprintf("%s-%d", idcName, seq)
+		rec := sendRecord{key: key, producerIDC: idcName, start: time.Now()}
+		res, err := p.SendSync(context.Background(), &client.Message{
+			Topic: drillTopic, Keys: []string{key}, Body: []byte("drill " + key),
+		})
+		rec.end = time.Now()
+		if err != nil {
+			rec.err = err
+		} else {
+			rec.brokerIDC, rec.broker = res.IDC, res.BrokerName
+		}
+		w.ledger.addSend(rec)
+	}
+}
+
+// stopSending stops every producer loop and waits for in-flight sends.
+func (w *workload) stopSending() {
+	if w.stopSend != nil {
+		w.stopSend()
+	}
+	w.sendWG.Wait()
+}
+
+// close shuts every client down.
+func (w *workload) close(ctx context.Context) {
+	w.stopSending()
+	for _, p := range w.producers {
+		p.Shutdown(ctx)
+	}
+	w.cmu.Lock()
+	cs := w.consumers
+	w.consumers = map[string]*client.PushConsumer{}
+	w.cmu.Unlock()
+	for _, c := range cs {
+		c.Shutdown(ctx)
+	}
+}

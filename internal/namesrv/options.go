@@ -1,0 +1,90 @@
+package namesrv
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Defaults of Options (see NewOptions).
+const (
+	DefaultListen       = "127.0.0.1:9876"
+	DefaultBrokerExpiry = 3 * time.Second
+	DefaultScanInterval = time.Second
+	DefaultClientExpiry = 3 * time.Second
+)
+
+// Options configures a Server. NewOptions returns the defaults; New
+// validates.
+type Options struct {
+	// Listen is the TCP address to serve on. Default 127.0.0.1:9876
+	// (RocketMQ binds 0.0.0.0:9876; zonemq stays on loopback unless told).
+	Listen string
+	// IDC is this name server's own IDC; it tags every log line. Required.
+	IDC string
+	// BrokerExpiry drops a broker that sent no registration or heartbeat
+	// for this long (a broker's heartbeatTimeoutMillis overrides it).
+	// Default 3 s.
+	BrokerExpiry time.Duration
+	// ScanInterval is how often brokers and clients are checked for
+	// expiry. Default 1 s.
+	ScanInterval time.Duration
+	// ClientExpiry drops a client that sent no heartbeat (code 9001) for
+	// this long. Default 3 s.
+	ClientExpiry time.Duration
+	// KVConfigPath is the JSON file the KV config is kept in (loaded at
+	// start, rewritten atomically on each change). Empty keeps the KV
+	// config in memory only. Default $HOME/zonemq/namesrv/kvConfig.json.
+	KVConfigPath string
+	// MaxFrameSize caps an incoming frame; 0 means the remoting default
+	// (16 MiB).
+	MaxFrameSize int
+	// Logger receives the server's events; nil discards them. The server
+	// adds role=namesrv and idc=IDC to every line.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now. Tests may replace it.
+	Now func() time.Time
+}
+
+// NewOptions returns the default options (IDC still has to be set).
+func NewOptions() Options {
+	return Options{
+		Listen:       DefaultListen,
+		BrokerExpiry: DefaultBrokerExpiry,
+		ScanInterval: DefaultScanInterval,
+		ClientExpiry: DefaultClientExpiry,
+		KVConfigPath: DefaultKVConfigPath(),
+	}
+}
+
+// DefaultKVConfigPath is $HOME/zonemq/namesrv/kvConfig.json (RocketMQ keeps
+// ~/namesrv/kvConfig.json), or "" when there is no home directory.
+func DefaultKVConfigPath() string {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return ""
+	}
+	return filepath.Join(home, "zonemq", "namesrv", "kvConfig.json")
+}
+
+// validate checks opts, naming the command-line flag of a bad value.
+func (o *Options) validate() error {
+	switch {
+	case strings.TrimSpace(o.Listen) == "":
+		return fmt.Errorf("namesrv: --listen is empty")
+	case strings.TrimSpace(o.IDC) == "":
+		return fmt.Errorf("namesrv: --idc is required (the IDC this name server runs in)")
+	case o.BrokerExpiry <= 0:
+		return fmt.Errorf("namesrv: --broker-expiry must be positive, got %v", o.BrokerExpiry)
+	case o.ScanInterval <= 0:
+		return fmt.Errorf("namesrv: --scan-interval must be positive, got %v", o.ScanInterval)
+	case o.ClientExpiry <= 0:
+		return fmt.Errorf("namesrv: --client-expiry must be positive, got %v", o.ClientExpiry)
+	case o.MaxFrameSize < 0:
+		return fmt.Errorf("namesrv: max frame size must not be negative, got %d", o.MaxFrameSize)
+	}
+	return nil
+}

@@ -1,0 +1,495 @@
+package namesrv
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+)
+
+// errConnClosed is returned by a registration whose connection closed while
+// it was being served: recording it would leave a broker that no close
+// event will ever remove.
+var errConnClosed = errors.New("the connection closed while the registration was being served")
+
+// brokerLive is what the name server knows about one registered broker
+// address beyond the route: when it was last heard from and over which
+// connection.
+type brokerLive struct {
+	brokerName   string
+	clusterName  string
+	brokerID     int64
+	haServerAddr string
+	lastUpdate   time.Time
+	timeout      time.Duration
+	dataVersion  protocol.DataVersion
+	conn         *remoting.Conn
+}
+
+// routeTable holds RocketMQ's RouteInfoManager tables. Every field below mu
+// is guarded by it (see the package comment).
+type routeTable struct {
+	defaultExpiry time.Duration
+
+	mu sync.RWMutex
+	// topicQueueTable: topic → brokerName → that broker's queues of it.
+	topicQueueTable map[string]map[string]protocol.QueueData
+	// brokerAddrTable: brokerName → cluster, addresses by broker id, IDC.
+	brokerAddrTable map[string]*protocol.BrokerData
+	// clusterAddrTable: cluster → brokerNames.
+	clusterAddrTable map[string]map[string]struct{}
+	// brokerLiveTable: brokerAddr → liveness.
+	brokerLiveTable map[string]*brokerLive
+	// filterServerTable: brokerAddr → its filter servers.
+	filterServerTable map[string][]string
+	// connBrokers: connection → broker addresses registered over it, so a
+	// closed connection removes exactly its brokers.
+	connBrokers map[*remoting.Conn]map[string]struct{}
+}
+
+func newRouteTable(defaultExpiry time.Duration) *routeTable {
+	return &routeTable{
+		defaultExpiry:     defaultExpiry,
+		topicQueueTable:   make(map[string]map[string]protocol.QueueData),
+		brokerAddrTable:   make(map[string]*protocol.BrokerData),
+		clusterAddrTable:  make(map[string]map[string]struct{}),
+		brokerLiveTable:   make(map[string]*brokerLive),
+		filterServerTable: make(map[string][]string),
+		connBrokers:       make(map[*remoting.Conn]map[string]struct{}),
+	}
+}
+
+// registerResult is what a registration tells the caller.
+type registerResult struct {
+	first        bool // the address was not registered before
+	topicsLoaded bool // the topic table was (re)read
+	masterAddr   string
+	haServerAddr string
+}
+
+// registerBroker applies one REGISTER_BROKER. conn may be nil (no
+// connection tracking).
+func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg *brokerRegistration, conn *remoting.Conn, now time.Time) (registerResult, error) {
+	var res registerResult
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if conn != nil && connClosed(conn) {
+		return res, errConnClosed
+	}
+
+	names := t.clusterAddrTable[h.ClusterName]
+	if names == nil {
+		names = make(map[string]struct{})
+		t.clusterAddrTable[h.ClusterName] = names
+	}
+	names[h.BrokerName] = struct{}{}
+
+	bd := t.brokerAddrTable[h.BrokerName]
+	if bd == nil {
+		bd = &protocol.BrokerData{Cluster: h.ClusterName, BrokerName: h.BrokerName, BrokerAddrs: map[int64]string{}}
+		t.brokerAddrTable[h.BrokerName] = bd
+		res.first = true
+	} else if bd.Cluster != h.ClusterName {
+		t.removeFromClusterLocked(bd.Cluster, h.BrokerName)
+		bd.Cluster = h.ClusterName
+	}
+	if h.ZoneName != "" {
+		bd.ZoneName = h.ZoneName
+	}
+	bd.EnableActingMaster = h.EnableActingMaster
+
+	// A slave promoted to master (or the reverse) re-registers its address
+	// under a new id; the old id must not keep pointing at it.
+	for id, addr := range bd.BrokerAddrs {
+		if addr == h.BrokerAddr && id != h.BrokerID {
+			delete(bd.BrokerAddrs, id)
+		}
+	}
+	if bd.BrokerAddrs[h.BrokerID] != h.BrokerAddr {
+		res.first = true
+	}
+	bd.BrokerAddrs[h.BrokerID] = h.BrokerAddr
+
+	live := t.brokerLiveTable[h.BrokerAddr]
+	if live == nil {
+		res.first = true
+	}
+	if h.BrokerID == protocol.MasterID && reg.hasBody && (res.first || live.dataVersion != reg.dataVersion) {
+		t.loadTopicsLocked(h.BrokerName, reg.topics)
+		res.topicsLoaded = true
+	}
+
+	if live == nil {
+		live = &brokerLive{}
+		t.brokerLiveTable[h.BrokerAddr] = live
+	}
+	live.brokerName = h.BrokerName
+	live.clusterName = h.ClusterName
+	live.brokerID = h.BrokerID
+	live.haServerAddr = h.HAServerAddr
+	live.lastUpdate = now
+	live.timeout = t.defaultExpiry
+	if h.HeartbeatTimeoutMillis > 0 {
+		live.timeout = time.Duration(h.HeartbeatTimeoutMillis) * time.Millisecond
+	}
+	if reg.hasBody {
+		live.dataVersion = reg.dataVersion
+	}
+	t.trackConnLocked(h.BrokerAddr, live, conn)
+
+	if len(reg.filterServers) > 0 {
+		t.filterServerTable[h.BrokerAddr] = slices.Clone(reg.filterServers)
+	} else {
+		delete(t.filterServerTable, h.BrokerAddr)
+	}
+
+	if h.BrokerID != protocol.MasterID {
+		res.masterAddr = bd.BrokerAddrs[protocol.MasterID]
+		if m := t.brokerLiveTable[res.masterAddr]; res.masterAddr != "" && m != nil {
+			res.haServerAddr = m.haServerAddr
+		}
+	}
+	return res, nil
+}
+
+// loadTopicsLocked makes brokerName's queue data equal to topics: a master's
+// full registration is the truth about which topics it hosts, so topics it
+// no longer lists lose its queues. Caller holds t.mu.
+func (t *routeTable) loadTopicsLocked(brokerName string, topics map[string]protocol.TopicConfig) {
+	for topic, qmap := range t.topicQueueTable {
+		if _, ok := topics[topic]; ok {
+			continue
+		}
+		if _, ok := qmap[brokerName]; ok {
+			delete(qmap, brokerName)
+			if len(qmap) == 0 {
+				delete(t.topicQueueTable, topic)
+			}
+		}
+	}
+	for topic, tc := range topics {
+		qmap := t.topicQueueTable[topic]
+		if qmap == nil {
+			qmap = make(map[string]protocol.QueueData)
+			t.topicQueueTable[topic] = qmap
+		}
+		qmap[brokerName] = protocol.QueueData{
+			BrokerName:     brokerName,
+			ReadQueueNums:  tc.ReadQueueNums,
+			WriteQueueNums: tc.WriteQueueNums,
+			Perm:           tc.Perm,
+			TopicSysFlag:   tc.TopicSysFlag,
+		}
+	}
+}
+
+// trackConnLocked records that addr's registration came over conn. Caller
+// holds t.mu.
+func (t *routeTable) trackConnLocked(addr string, live *brokerLive, conn *remoting.Conn) {
+	if live.conn == conn {
+		return
+	}
+	if old := t.connBrokers[live.conn]; old != nil {
+		delete(old, addr)
+		if len(old) == 0 {
+			delete(t.connBrokers, live.conn)
+		}
+	}
+	live.conn = conn
+	if conn == nil {
+		return
+	}
+	set := t.connBrokers[conn]
+	if set == nil {
+		set = make(map[string]struct{})
+		t.connBrokers[conn] = set
+	}
+	set[addr] = struct{}{}
+}
+
+func (t *routeTable) removeFromClusterLocked(cluster, brokerName string) {
+	if names := t.clusterAddrTable[cluster]; names != nil {
+		delete(names, brokerName)
+		if len(names) == 0 {
+			delete(t.clusterAddrTable, cluster)
+		}
+	}
+}
+
+// removal describes one broker address leaving the routes, for the log.
+type removal struct {
+	brokerAddr    string
+	brokerName    string
+	brokerID      int64
+	clusterName   string
+	zoneName      string
+	brokerRemoved bool // its last address went, and its queues with it
+	reason        string
+}
+
+// removeBrokerAddrLocked drops addr from the routes; brokerName is a hint
+// for addresses with no liveness entry. When the broker's last address
+// goes, its BrokerData and every QueueData of it go too. It reports false
+// if addr was not registered. Caller holds t.mu.
+func (t *routeTable) removeBrokerAddrLocked(addr, brokerName, reason string) (removal, bool) {
+	rm := removal{brokerAddr: addr, brokerName: brokerName, reason: reason}
+	found := false
+	if live := t.brokerLiveTable[addr]; live != nil {
+		found = true
+		rm.brokerName, rm.brokerID, rm.clusterName = live.brokerName, live.brokerID, live.clusterName
+		t.trackConnLocked(addr, live, nil)
+		delete(t.brokerLiveTable, addr)
+	}
+	delete(t.filterServerTable, addr)
+
+	bd := t.brokerAddrTable[rm.brokerName]
+	if bd == nil {
+		return rm, found
+	}
+	for id, a := range bd.BrokerAddrs {
+		if a == addr {
+			delete(bd.BrokerAddrs, id)
+			rm.brokerID = id
+			found = true
+		}
+	}
+	rm.clusterName, rm.zoneName = bd.Cluster, bd.ZoneName
+	if len(bd.BrokerAddrs) > 0 {
+		return rm, found
+	}
+	rm.brokerRemoved = true
+	delete(t.brokerAddrTable, rm.brokerName)
+	t.removeFromClusterLocked(bd.Cluster, rm.brokerName)
+	for topic, qmap := range t.topicQueueTable {
+		delete(qmap, rm.brokerName)
+		if len(qmap) == 0 {
+			delete(t.topicQueueTable, topic)
+		}
+	}
+	return rm, found
+}
+
+// unregisterBroker applies UNREGISTER_BROKER.
+func (t *routeTable) unregisterBroker(h *protocol.UnregisterBrokerRequestHeader) (removal, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.removeBrokerAddrLocked(h.BrokerAddr, h.BrokerName, "unregistered")
+}
+
+// connClosedRemove drops every broker address whose latest registration
+// came over conn.
+func (t *routeTable) connClosedRemove(conn *remoting.Conn) []removal {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []removal
+	for addr := range t.connBrokers[conn] {
+		if live := t.brokerLiveTable[addr]; live != nil && live.conn == conn {
+			if rm, ok := t.removeBrokerAddrLocked(addr, live.brokerName, "connection closed"); ok {
+				out = append(out, rm)
+			}
+		}
+	}
+	delete(t.connBrokers, conn)
+	return out
+}
+
+// expire drops every broker address silent for longer than its timeout.
+func (t *routeTable) expire(now time.Time) []removal {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []removal
+	for addr, live := range t.brokerLiveTable {
+		if silent := now.Sub(live.lastUpdate); silent > live.timeout {
+			reason := fmt.Sprintf("no heartbeat for %v (expiry %v)", silent.Round(time.Millisecond), live.timeout)
+			if rm, ok := t.removeBrokerAddrLocked(addr, live.brokerName, reason); ok {
+				out = append(out, rm)
+			}
+		}
+	}
+	return out
+}
+
+// heartbeat refreshes a registered broker's last-seen time. It reports
+// false when the name server has no live registration of that address
+// under that broker name (the broker must register in full).
+func (t *routeTable) heartbeat(h *protocol.BrokerHeartbeatRequestHeader, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	live := t.brokerLiveTable[h.BrokerAddr]
+	if live == nil || live.brokerName != h.BrokerName {
+		return false
+	}
+	bd := t.brokerAddrTable[h.BrokerName]
+	if bd == nil || bd.BrokerAddrs[live.brokerID] != h.BrokerAddr {
+		return false
+	}
+	live.lastUpdate = now
+	if h.HeartbeatTimeoutMillis > 0 {
+		live.timeout = time.Duration(h.HeartbeatTimeoutMillis) * time.Millisecond
+	}
+	return true
+}
+
+// queryDataVersion compares a broker's topic-table version with the one
+// the name server holds, refreshing the broker's last-seen time when it is
+// known. It returns whether they differ and the name server's version.
+func (t *routeTable) queryDataVersion(addr string, dv protocol.DataVersion, now time.Time) (changed bool, have *protocol.DataVersion) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	live := t.brokerLiveTable[addr]
+	if live == nil {
+		return true, nil
+	}
+	live.lastUpdate = now
+	v := live.dataVersion
+	return v != dv, &v
+}
+
+// registerTopic applies REGISTER_TOPIC_IN_NAMESRV: queue data for brokers
+// that are registered. Nothing is changed if any broker is unknown.
+func (t *routeTable) registerTopic(topic string, qds []protocol.QueueData) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, qd := range qds {
+		if t.brokerAddrTable[qd.BrokerName] == nil {
+			return fmt.Errorf("broker %q is not registered with this name server", qd.BrokerName)
+		}
+	}
+	qmap := t.topicQueueTable[topic]
+	if qmap == nil {
+		qmap = make(map[string]protocol.QueueData)
+		t.topicQueueTable[topic] = qmap
+	}
+	for _, qd := range qds {
+		qmap[qd.BrokerName] = qd
+	}
+	return nil
+}
+
+// deleteTopic drops a topic, or only its queues on cluster's brokers when
+// cluster is not empty. It reports whether anything was removed.
+func (t *routeTable) deleteTopic(topic, cluster string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	qmap := t.topicQueueTable[topic]
+	if qmap == nil {
+		return false
+	}
+	if cluster == "" {
+		delete(t.topicQueueTable, topic)
+		return true
+	}
+	removed := false
+	for name := range t.clusterAddrTable[cluster] {
+		if _, ok := qmap[name]; ok {
+			delete(qmap, name)
+			removed = true
+		}
+	}
+	if len(qmap) == 0 {
+		delete(t.topicQueueTable, topic)
+	}
+	return removed
+}
+
+// route assembles a topic's route: its queue data and the BrokerData (with
+// zoneName) of every broker hosting it, sorted by broker name. It reports
+// false when no registered broker hosts the topic.
+func (t *routeTable) route(topic string) (*protocol.TopicRouteData, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	qmap := t.topicQueueTable[topic]
+	if len(qmap) == 0 {
+		return nil, false
+	}
+	r := &protocol.TopicRouteData{FilterServerTable: map[string][]string{}}
+	for _, name := range slices.Sorted(maps.Keys(qmap)) {
+		bd := t.brokerAddrTable[name]
+		if bd == nil {
+			continue
+		}
+		r.QueueDatas = append(r.QueueDatas, qmap[name])
+		c := *bd
+		c.BrokerAddrs = maps.Clone(bd.BrokerAddrs)
+		r.BrokerDatas = append(r.BrokerDatas, c)
+		for _, addr := range bd.BrokerAddrs {
+			if fs := t.filterServerTable[addr]; len(fs) > 0 {
+				r.FilterServerTable[addr] = slices.Clone(fs)
+			}
+		}
+	}
+	if len(r.BrokerDatas) == 0 {
+		return nil, false
+	}
+	return r, true
+}
+
+// clusterInfo is GET_BROKER_CLUSTER_INFO's body with liveness.
+func (t *routeTable) clusterInfo() *protocol.ClusterLiveInfo {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ci := &protocol.ClusterLiveInfo{
+		ClusterInfo: protocol.ClusterInfo{
+			BrokerAddrTable:  make(map[string]protocol.BrokerData, len(t.brokerAddrTable)),
+			ClusterAddrTable: make(map[string][]string, len(t.clusterAddrTable)),
+		},
+		BrokerLiveTable: make(map[string]protocol.BrokerLive, len(t.brokerLiveTable)),
+	}
+	for name, bd := range t.brokerAddrTable {
+		c := *bd
+		c.BrokerAddrs = maps.Clone(bd.BrokerAddrs)
+		ci.BrokerAddrTable[name] = c
+	}
+	for cluster, names := range t.clusterAddrTable {
+		ci.ClusterAddrTable[cluster] = slices.Sorted(maps.Keys(names))
+	}
+	for addr, live := range t.brokerLiveTable {
+		ci.BrokerLiveTable[addr] = protocol.BrokerLive{
+			LastUpdateTimestamp:    live.lastUpdate.UnixMilli(),
+			HeartbeatTimeoutMillis: live.timeout.Milliseconds(),
+			DataVersion:            live.dataVersion,
+		}
+	}
+	return ci
+}
+
+// topics lists every topic with a route, sorted.
+func (t *routeTable) topics() []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return slices.Sorted(maps.Keys(t.topicQueueTable))
+}
+
+// topicsByCluster lists the topics hosted by any broker of cluster, sorted.
+func (t *routeTable) topicsByCluster(cluster string) []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	names := t.clusterAddrTable[cluster]
+	out := []string{}
+	for topic, qmap := range t.topicQueueTable {
+		for name := range qmap {
+			if _, ok := names[name]; ok {
+				out = append(out, topic)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// connClosed reports whether conn has closed.
+func connClosed(conn *remoting.Conn) bool {
+	select {
+	case <-conn.Done():
+		return true
+	default:
+		return false
+	}
+}

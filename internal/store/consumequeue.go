@@ -1,0 +1,484 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// cqEntrySize is one consume-queue entry: commit-log offset int64, record
+// size int32, tag hash int64, big-endian (RocketMQ's CQ_STORE_UNIT_SIZE).
+const cqEntrySize = 20
+
+// cqEntry is a decoded consume-queue entry.
+type cqEntry struct {
+	phys int64
+	size int32
+	tags int64
+}
+
+func putCQEntry(b []byte, e cqEntry) {
+	binary.BigEndian.PutUint64(b[0:], uint64(e.phys))
+	binary.BigEndian.PutUint32(b[8:], uint32(e.size))
+	binary.BigEndian.PutUint64(b[12:], uint64(e.tags))
+}
+
+func getCQEntry(b []byte) cqEntry {
+	return cqEntry{
+		phys: int64(binary.BigEndian.Uint64(b[0:])),
+		size: int32(binary.BigEndian.Uint32(b[8:])),
+		tags: int64(binary.BigEndian.Uint64(b[12:])),
+	}
+}
+
+// blank reports an all-zero entry: a hole left before a rebuilt queue's
+// first entry (no record is smaller than the fixed header).
+func (e cqEntry) blank() bool { return e.size <= 0 }
+
+// cqFile is one consume-queue file, named by its start byte offset
+// (start queue offset × 20), as RocketMQ names them.
+type cqFile struct {
+	start int64 // queue offset of the file's first entry
+	path  string
+	file  *os.File
+}
+
+// consumeQueue indexes one topic/queue: entry q is the q-th message of the
+// queue. Files hold perFile entries each and grow as written.
+//
+// Concurrency: appends and truncations run under Store.putMu (or alone in
+// recovery); mu guards the files slice against appends that add a file and
+// retention that removes old ones; readers take mu shared to pick a file and
+// read with ReadAt below maxOffset, which is published after the entry bytes
+// are written.
+type consumeQueue struct {
+	topic   string
+	queueID int32
+	dir     string
+	perFile int64
+
+	mu    sync.RWMutex
+	files []*cqFile
+
+	minOffset atomic.Int64 // first readable entry (older ones point at deleted segments)
+	maxOffset atomic.Int64 // next entry to be written
+
+	// lastPhysEnd is the end of the record the last entry points at.
+	// Caller holds Store.putMu (or runs recovery).
+	lastPhysEnd int64
+	// syncedOffset: entries below are fsynced. Touched by the checkpoint only.
+	syncedOffset int64
+}
+
+func newConsumeQueue(root, topic string, queueID int32, perFile int) *consumeQueue {
+	return &consumeQueue{
+		topic:   topic,
+		queueID: queueID,
+		dir:     filepath.Join(root, topic, strconv.Itoa(int(queueID))),
+		perFile: int64(perFile),
+	}
+}
+
+// loadConsumeQueue opens the files of an existing queue directory, trims a
+// partial or blank tail, and computes its offsets. Entries pointing past the
+// commit log and entries pointing below its start are handled later by
+// recovery (truncateTo) and correctMin.
+func loadConsumeQueue(root, topic string, queueID int32, perFile int, log func(msg string, args ...any)) (*consumeQueue, error) {
+	q := newConsumeQueue(root, topic, queueID, perFile)
+	des, err := os.ReadDir(q.dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: read consume-queue dir: %w", err)
+	}
+	fileBytes := q.perFile * cqEntrySize
+	for _, de := range des {
+		name := de.Name()
+		if de.IsDir() || name[0] == '.' {
+			continue
+		}
+		byteOff, ok := parseOffsetName(name)
+		if !ok || byteOff%fileBytes != 0 {
+			return nil, fmt.Errorf("%w: unexpected file %s in consume queue %s (a file name is its start offset × 20, a multiple of %d)", ErrCorrupt, name, q.dir, fileBytes)
+		}
+		f, err := os.OpenFile(filepath.Join(q.dir, name), os.O_RDWR, 0)
+		if err != nil {
+			q.close()
+			return nil, fmt.Errorf("store: open consume-queue file: %w", err)
+		}
+		q.files = append(q.files, &cqFile{start: byteOff / cqEntrySize, path: f.Name(), file: f})
+	}
+	sort.Slice(q.files, func(i, j int) bool { return q.files[i].start < q.files[j].start })
+	if len(q.files) == 0 {
+		return q, nil
+	}
+	for i := 1; i < len(q.files); i++ {
+		if q.files[i].start != q.files[i-1].start+q.perFile {
+			q.close()
+			return nil, fmt.Errorf("%w: consume queue %s has a gap between files %s and %s", ErrCorrupt, q.dir, filepath.Base(q.files[i-1].path), filepath.Base(q.files[i].path))
+		}
+	}
+	// A file before the last should be full; if one is short (its tail was
+	// never made durable), the queue ends there and recovery re-dispatches.
+	end := int64(-1)
+	for i, f := range q.files {
+		st, err := f.file.Stat()
+		if err != nil {
+			q.close()
+			return nil, err
+		}
+		n := st.Size() / cqEntrySize
+		if n > q.perFile {
+			n = q.perFile
+		}
+		if i < len(q.files)-1 && n == q.perFile {
+			continue
+		}
+		n, err = q.trimBlankTail(f, n)
+		if err != nil {
+			q.close()
+			return nil, err
+		}
+		end = f.start + n
+		if i < len(q.files)-1 {
+			log("consume queue file is short; dropping the files after it (recovery re-dispatches their messages)",
+				"queue", q.dir, "file", filepath.Base(f.path), "entries", n, "filesDropped", len(q.files)-1-i)
+			for _, later := range q.files[i+1:] {
+				later.file.Close()
+				os.Remove(later.path)
+			}
+			q.files = q.files[:i+1]
+		}
+		if st.Size() != n*cqEntrySize {
+			if err := f.file.Truncate(n * cqEntrySize); err != nil {
+				q.close()
+				return nil, fmt.Errorf("store: truncate consume-queue file: %w", err)
+			}
+		}
+		break
+	}
+	q.maxOffset.Store(end)
+	// The first readable entry: skip a hole of blank entries (a rebuilt
+	// queue), found by binary search since holes only form a prefix.
+	first := q.files[0]
+	lo, hi := first.start, min(end, first.start+q.perFile)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		e, err := q.entryAt(mid)
+		if err != nil {
+			q.close()
+			return nil, err
+		}
+		if e.blank() {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	q.minOffset.Store(lo)
+	if err := q.refreshLastPhysEnd(); err != nil {
+		q.close()
+		return nil, err
+	}
+	return q, nil
+}
+
+// trimBlankTail returns n minus the blank entries at the end of f's first n.
+func (q *consumeQueue) trimBlankTail(f *cqFile, n int64) (int64, error) {
+	var b [cqEntrySize]byte
+	for n > 0 {
+		if _, err := f.file.ReadAt(b[:], (n-1)*cqEntrySize); err != nil {
+			return 0, fmt.Errorf("store: read consume-queue file: %w", err)
+		}
+		if !getCQEntry(b[:]).blank() {
+			break
+		}
+		n--
+	}
+	return n, nil
+}
+
+// refreshLastPhysEnd recomputes lastPhysEnd from the last entry.
+func (q *consumeQueue) refreshLastPhysEnd() error {
+	max := q.maxOffset.Load()
+	q.lastPhysEnd = 0
+	if max > q.minOffset.Load() {
+		e, err := q.entryAt(max - 1)
+		if err != nil {
+			return err
+		}
+		q.lastPhysEnd = e.phys + int64(e.size)
+	}
+	return nil
+}
+
+// fileFor returns the file holding entry off, or nil.
+func (q *consumeQueue) fileFor(off int64) *cqFile {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return q.fileForLocked(off)
+}
+
+func (q *consumeQueue) fileForLocked(off int64) *cqFile {
+	if len(q.files) == 0 {
+		return nil
+	}
+	i := (off - q.files[0].start)
+	if i < 0 {
+		return nil
+	}
+	i /= q.perFile
+	if i >= int64(len(q.files)) {
+		return nil
+	}
+	return q.files[i]
+}
+
+// entryAt reads entry off (no bounds check against min/max).
+func (q *consumeQueue) entryAt(off int64) (cqEntry, error) {
+	var b [cqEntrySize]byte
+	f := q.fileFor(off)
+	if f == nil {
+		return cqEntry{}, fmt.Errorf("%w: consume queue %s/%d has no file for offset %d", ErrNotFound, q.topic, q.queueID, off)
+	}
+	if _, err := f.file.ReadAt(b[:], (off-f.start)*cqEntrySize); err != nil {
+		return cqEntry{}, fmt.Errorf("%w: consume queue %s/%d offset %d: %v", ErrNotFound, q.topic, q.queueID, off, err)
+	}
+	return getCQEntry(b[:]), nil
+}
+
+// readEntries reads entries from `from` into buf (a multiple of 20 bytes),
+// stopping at the max offset and at the end of from's file, and returns how
+// many it read.
+func (q *consumeQueue) readEntries(from int64, buf []byte) (int, error) {
+	n := int64(len(buf) / cqEntrySize)
+	if max := q.maxOffset.Load(); from+n > max {
+		n = max - from
+	}
+	if n <= 0 {
+		return 0, nil
+	}
+	f := q.fileFor(from)
+	if f == nil {
+		return 0, fmt.Errorf("%w: consume queue %s/%d has no file for offset %d", ErrNotFound, q.topic, q.queueID, from)
+	}
+	if end := f.start + q.perFile; from+n > end {
+		n = end - from
+	}
+	if _, err := f.file.ReadAt(buf[:n*cqEntrySize], (from-f.start)*cqEntrySize); err != nil {
+		return 0, fmt.Errorf("%w: consume queue %s/%d offset %d: %v", ErrNotFound, q.topic, q.queueID, from, err)
+	}
+	return int(n), nil
+}
+
+// nextFileStart returns the first offset of the file after the one that
+// would hold off (RocketMQ's rollNextFile).
+func (q *consumeQueue) nextFileStart(off int64) int64 {
+	return off - off%q.perFile + q.perFile
+}
+
+// writeLocked writes encoded entries for offsets first, first+1, … creating
+// files as needed. Nothing is published. Caller holds Store.putMu.
+func (q *consumeQueue) writeLocked(first int64, entries []byte) error {
+	for len(entries) > 0 {
+		f, err := q.fileForWriteLocked(first)
+		if err != nil {
+			return err
+		}
+		n := min(int64(len(entries)/cqEntrySize), f.start+q.perFile-first)
+		if _, err := f.file.WriteAt(entries[:n*cqEntrySize], (first-f.start)*cqEntrySize); err != nil {
+			return fmt.Errorf("store: write consume queue %s: %w", f.path, err)
+		}
+		entries = entries[n*cqEntrySize:]
+		first += n
+	}
+	return nil
+}
+
+// fileForWriteLocked returns the file for entry off, creating it (and the
+// queue directory) when off starts a new file. Caller holds Store.putMu.
+func (q *consumeQueue) fileForWriteLocked(off int64) (*cqFile, error) {
+	if f := q.fileFor(off); f != nil {
+		return f, nil
+	}
+	start := off - off%q.perFile
+	if n := len(q.files); n > 0 && q.files[n-1].start+q.perFile != start {
+		return nil, fmt.Errorf("store: consume queue %s: entry %d does not follow file %s", q.dir, off, filepath.Base(q.files[n-1].path))
+	}
+	newDir := !fileExists(q.dir)
+	if newDir {
+		if err := os.MkdirAll(q.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("store: create consume-queue dir: %w", err)
+		}
+	}
+	path := filepath.Join(q.dir, offsetName(start*cqEntrySize))
+	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store: create consume-queue file: %w", err)
+	}
+	// A lost directory entry would lose the queue: make the names durable.
+	if newDir {
+		syncDir(filepath.Dir(filepath.Dir(q.dir)))
+		syncDir(filepath.Dir(q.dir))
+	}
+	syncDir(q.dir)
+	f := &cqFile{start: start, path: path, file: file}
+	q.mu.Lock()
+	q.files = append(q.files, f)
+	q.mu.Unlock()
+	return f, nil
+}
+
+// publishLocked makes entries below max visible. Caller holds Store.putMu.
+func (q *consumeQueue) publishLocked(max, lastPhysEnd int64) {
+	q.maxOffset.Store(max)
+	q.lastPhysEnd = lastPhysEnd
+}
+
+// truncateTo drops entries at and after off. The file holding off is kept
+// (emptied if need be), so the queue's max offset survives a restart.
+// Caller holds Store.putMu (or runs recovery).
+func (q *consumeQueue) truncateTo(off int64) error {
+	if off >= q.maxOffset.Load() {
+		return nil
+	}
+	q.mu.Lock()
+	var keep []*cqFile
+	var drop []*cqFile
+	for _, f := range q.files {
+		if f.start <= off || f.start == q.files[0].start {
+			keep = append(keep, f)
+		} else {
+			drop = append(drop, f)
+		}
+	}
+	q.files = keep
+	q.mu.Unlock()
+	for _, f := range drop {
+		f.file.Close()
+		os.Remove(f.path)
+	}
+	if f := q.fileFor(off); f != nil {
+		if err := f.file.Truncate((off - f.start) * cqEntrySize); err != nil {
+			return fmt.Errorf("store: truncate consume-queue file: %w", err)
+		}
+	}
+	q.maxOffset.Store(off)
+	if q.minOffset.Load() > off {
+		q.minOffset.Store(off)
+	}
+	if q.syncedOffset > off {
+		q.syncedOffset = off
+	}
+	return q.refreshLastPhysEnd()
+}
+
+// correctMin deletes files (never the last) whose entries all point below
+// clMin, then moves minOffset to the first entry at or above clMin. It
+// returns the files deleted. Caller holds Store.maintMu.
+func (q *consumeQueue) correctMin(clMin int64) (int, error) {
+	deleted := 0
+	for {
+		q.mu.RLock()
+		if len(q.files) < 2 {
+			q.mu.RUnlock()
+			break
+		}
+		f := q.files[0]
+		q.mu.RUnlock()
+		last := f.start + q.perFile - 1
+		e, err := q.entryAt(last)
+		if err != nil {
+			return deleted, err
+		}
+		if e.blank() || e.phys+int64(e.size) > clMin {
+			break
+		}
+		q.mu.Lock()
+		q.files = q.files[1:]
+		q.mu.Unlock()
+		if q.minOffset.Load() < f.start+q.perFile {
+			q.minOffset.Store(f.start + q.perFile)
+		}
+		f.file.Close()
+		if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return deleted, err
+		}
+		deleted++
+	}
+	// Binary search: commit-log offsets grow along a queue.
+	lo, hi := q.minOffset.Load(), q.maxOffset.Load()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		e, err := q.entryAt(mid)
+		if err != nil {
+			return deleted, err
+		}
+		if !e.blank() && e.phys >= clMin {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo > q.minOffset.Load() {
+		q.minOffset.Store(lo)
+	}
+	return deleted, nil
+}
+
+// sync fsyncs the files holding entries written since the last sync and
+// returns the max offset it covered. Caller holds Store.maintMu.
+func (q *consumeQueue) sync() (int64, error) {
+	max := q.maxOffset.Load()
+	if max <= q.syncedOffset {
+		return max, nil
+	}
+	q.mu.RLock()
+	var files []*cqFile
+	for _, f := range q.files {
+		if f.start+q.perFile > q.syncedOffset && f.start < max {
+			files = append(files, f)
+		}
+	}
+	q.mu.RUnlock()
+	for _, f := range files {
+		if err := datasync(f.file); err != nil && !errors.Is(err, os.ErrClosed) {
+			return 0, fmt.Errorf("store: fsync consume queue %s: %w", f.path, err)
+		}
+	}
+	q.syncedOffset = max
+	return max, nil
+}
+
+// close closes the queue's files.
+func (q *consumeQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, f := range q.files {
+		f.file.Close()
+	}
+}
+
+// resetTo deletes every file of a queue with no readable entry and makes it
+// start (empty) at off. Recovery only.
+func (q *consumeQueue) resetTo(off int64) error {
+	q.mu.Lock()
+	files := q.files
+	q.files = nil
+	q.mu.Unlock()
+	for _, f := range files {
+		f.file.Close()
+		if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	q.minOffset.Store(off)
+	q.maxOffset.Store(off)
+	q.syncedOffset = off
+	q.lastPhysEnd = 0
+	return nil
+}

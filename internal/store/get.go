@@ -1,0 +1,285 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+const (
+	// defaultMaxTransferBytes bounds a GetMessages answer when the caller
+	// gives no byte limit (one record is always returned, whatever its size).
+	defaultMaxTransferBytes = 4 << 20
+	// maxScanEntries bounds the consume-queue entries one GetMessages call
+	// steps over, so a filter that rejects everything cannot pin a reader.
+	maxScanEntries = 16_000
+	// scanChunkEntries is how many entries are read per ReadAt.
+	scanChunkEntries = 256
+)
+
+// GetMessages reads up to maxNums records (<=0 means 1) and about maxBytes
+// bytes (<=0 means 4 MiB; the first record is always taken) of topic/queueID
+// from queue offset `offset`. Entries whose tag hash the filter rejects
+// (filter nil accepts all) are stepped over. At most 16 000 entries are
+// scanned per call.
+//
+// Status follows RocketMQ's DefaultMessageStore.getMessage on a master:
+// unknown or never-written queue → NoMessageInQueue, next 0; offset < min →
+// OffsetTooSmall, next min; offset == max → OffsetOverflowOne, next offset;
+// offset > max → OffsetOverflowBadly, next 0 if min is 0 else max; otherwise
+// Found, or NoMatchedMessage / MessageWasRemoving when nothing was taken, with
+// next just past the scanned entries.
+func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxNums, maxBytes int, filter func(tagsCode int64) bool) GetResult {
+	if maxNums <= 0 {
+		maxNums = 1
+	}
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxTransferBytes
+	}
+	q := s.queue(topic, queueID)
+	if q == nil {
+		return GetResult{Status: NoMessageInQueue, NextBeginOffset: 0}
+	}
+	minOff, maxOff := q.minOffset.Load(), q.maxOffset.Load()
+	res := GetResult{MinOffset: minOff, MaxOffset: maxOff}
+	switch {
+	case maxOff == 0:
+		res.Status, res.NextBeginOffset = NoMessageInQueue, 0
+		return res
+	case offset < minOff:
+		res.Status, res.NextBeginOffset = OffsetTooSmall, minOff
+		return res
+	case offset == maxOff:
+		res.Status, res.NextBeginOffset = OffsetOverflowOne, offset
+		return res
+	case offset > maxOff:
+		res.Status = OffsetOverflowBadly
+		if minOff == 0 {
+			res.NextBeginOffset = 0
+		} else {
+			res.NextBeginOffset = maxOff
+		}
+		return res
+	}
+
+	res.Status = NoMatchedMessage
+	clMin := s.cl.minOffset()
+	limit := int64(max(maxScanEntries, maxNums))
+	chunk := make([]byte, scanChunkEntries*cqEntrySize)
+	pos, total := offset, 0
+scan:
+	for pos < maxOff && pos-offset < limit {
+		want := min(int64(scanChunkEntries), limit-(pos-offset))
+		n, err := q.readEntries(pos, chunk[:want*cqEntrySize])
+		if err != nil || n == 0 {
+			if pos == offset {
+				// The file holding offset is gone (deleted under us).
+				res.Status, res.NextBeginOffset = OffsetFoundNull, q.nextFileStart(offset)
+				return res
+			}
+			break
+		}
+		for i := 0; i < n; i++ {
+			e := getCQEntry(chunk[i*cqEntrySize:])
+			if len(res.Messages) > 0 && (len(res.Messages) >= maxNums || total+int(e.size) > maxBytes) {
+				break scan // batch full; this entry is not consumed
+			}
+			pos++
+			if filter != nil && !filter(e.tags) {
+				if len(res.Messages) == 0 {
+					res.Status = NoMatchedMessage
+				}
+				continue
+			}
+			if e.blank() || e.phys < clMin {
+				if len(res.Messages) == 0 {
+					res.Status = MessageWasRemoving
+				}
+				continue
+			}
+			rec, err := s.cl.read(e.phys, int(e.size))
+			if err != nil {
+				if len(res.Messages) == 0 {
+					res.Status = MessageWasRemoving
+				}
+				continue
+			}
+			res.Messages = append(res.Messages, rec)
+			total += len(rec)
+			res.Status = Found
+		}
+	}
+	res.NextBeginOffset = pos
+	return res
+}
+
+// storeTimeOf reads the STORETIMESTAMP of the record at phys.
+func (s *Store) storeTimeOf(phys int64) (int64, error) {
+	// Enough for an IPv6 born host; every record is longer (91+ bytes).
+	var hdr [protocol.StoredOffsetBornTimestamp + 8 + 20 + 8]byte
+	if err := s.cl.readInto(hdr[:], phys); err != nil {
+		return 0, err
+	}
+	off := storeTimestampOffset(int32(binary.BigEndian.Uint32(hdr[protocol.StoredOffsetSysFlag:])))
+	return int64(binary.BigEndian.Uint64(hdr[off:])), nil
+}
+
+// StoreTimeAt returns the store timestamp (ms) of topic/queueID's message
+// at queue offset offset; ErrNotFound when it is outside [min, max) or its
+// record is gone.
+func (s *Store) StoreTimeAt(topic string, queueID int32, offset int64) (int64, error) {
+	q := s.queue(topic, queueID)
+	if q == nil {
+		return 0, fmt.Errorf("%w: no consume queue %s/%d", ErrNotFound, topic, queueID)
+	}
+	if offset < q.minOffset.Load() || offset >= q.maxOffset.Load() {
+		return 0, fmt.Errorf("%w: offset %d is outside [%d,%d) of %s/%d", ErrNotFound, offset, q.minOffset.Load(), q.maxOffset.Load(), topic, queueID)
+	}
+	e, err := q.entryAt(offset)
+	if err != nil {
+		return 0, err
+	}
+	return s.storeTimeOf(e.phys)
+}
+
+// OffsetByTimestamp returns the first queue offset of topic/queueID whose
+// message was stored at or after ts (ms), by binary search (store times do
+// not decrease along the log); the max offset if there is none.
+func (s *Store) OffsetByTimestamp(topic string, queueID int32, ts int64) int64 {
+	q := s.queue(topic, queueID)
+	if q == nil {
+		return 0
+	}
+	lo, hi := q.minOffset.Load(), q.maxOffset.Load()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		t, err := s.StoreTimeAt(topic, queueID, mid)
+		if err != nil {
+			t = math.MinInt64 // deleted under us: older than anything left
+		}
+		if t >= ts {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// MessageAt decodes the record starting at commitLogOffset (a copy; the body
+// CRC is verified). It fails with ErrNotFound if no record starts there.
+func (s *Store) MessageAt(commitLogOffset int64) (*protocol.MessageExt, error) {
+	var hdr [8]byte
+	if err := s.cl.readInto(hdr[:], commitLogOffset); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(hdr[:]))
+	magic := binary.BigEndian.Uint32(hdr[4:])
+	if (magic != protocol.MessageMagicV1 && magic != protocol.MessageMagicV2) || size <= 8 {
+		return nil, fmt.Errorf("%w: no record starts at commit-log offset %d", ErrNotFound, commitLogOffset)
+	}
+	rec, err := s.cl.read(commitLogOffset, int(size))
+	if err != nil {
+		return nil, err
+	}
+	m, _, err := protocol.DecodeStoredMessage(rec, false, true)
+	if err != nil {
+		return nil, fmt.Errorf("store: record at commit-log offset %d: %w", commitLogOffset, err)
+	}
+	if m.CommitLogOffset != commitLogOffset {
+		return nil, fmt.Errorf("%w: no record starts at commit-log offset %d (the bytes there claim offset %d)", ErrNotFound, commitLogOffset, m.CommitLogOffset)
+	}
+	return m, nil // rec is ours alone, so the body may alias it
+}
+
+// defaultQueryMax is QueryByKey's limit when maxNum <= 0.
+const defaultQueryMax = 32
+
+// QueryByKey returns up to maxNum messages (<=0 means 32) of topic stored
+// between begin and end (ms, inclusive; end <= 0 means no upper bound) that
+// carry key among the space-separated words of their KEYS property or as
+// their UNIQ_KEY. The newest matches win; they are returned oldest first.
+//
+// The index is persisted: one sidecar file per commit-log segment under
+// Dir/index, repaired by recovery like the consume queues. A lookup scans the
+// sidecars of the segments whose time range overlaps [begin, end].
+func (s *Store) QueryByKey(topic, key string, maxNum int, begin, end int64) ([]*protocol.MessageExt, error) {
+	if maxNum <= 0 {
+		maxNum = defaultQueryMax
+	}
+	if end <= 0 {
+		end = math.MaxInt64
+	}
+	h := keyHash(topic, key)
+	segs := s.cl.snapshot()
+	var out []*protocol.MessageExt
+	for i := len(segs) - 1; i >= 0 && len(out) < maxNum; i-- {
+		g := segs[i]
+		if newest := g.newestStoreTime.Load(); newest != 0 && newest < begin {
+			break // older segments are older still
+		}
+		if first := s.firstStoreTime(g); first != 0 && first > end {
+			continue
+		}
+		var offs []int64
+		if err := g.index.scan(h, func(off int64) { offs = append(offs, off) }); err != nil {
+			return nil, err
+		}
+		// Newest first within the segment too.
+		for j := len(offs) - 1; j >= 0 && len(out) < maxNum; j-- {
+			if j+1 < len(offs) && offs[j] == offs[j+1] {
+				continue // two keys of one message hash alike
+			}
+			m, err := s.MessageAt(offs[j])
+			if err != nil {
+				continue // deleted under us
+			}
+			if m.Topic != topic || m.StoreTimestamp < begin || m.StoreTimestamp > end || !hasKey(m.Properties, key) {
+				continue
+			}
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b *protocol.MessageExt) int {
+		switch {
+		case a.CommitLogOffset < b.CommitLogOffset:
+			return -1
+		case a.CommitLogOffset > b.CommitLogOffset:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// hasKey reports whether key is one of props' KEYS words or its UNIQ_KEY.
+func hasKey(props, key string) bool {
+	if v, ok := protocol.Property(props, protocol.PropertyUniqClientMessageID); ok && v == key {
+		return true
+	}
+	if v, ok := protocol.Property(props, protocol.PropertyKeys); ok {
+		for _, k := range strings.Split(v, " ") {
+			if k == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// firstStoreTime returns (and caches) the store time of g's first record.
+func (s *Store) firstStoreTime(g *segment) int64 {
+	if t := g.firstStoreTime.Load(); t != 0 {
+		return t
+	}
+	t, err := s.storeTimeOf(g.start)
+	if err != nil {
+		return 0
+	}
+	g.firstStoreTime.CompareAndSwap(0, t)
+	return t
+}

@@ -1,0 +1,185 @@
+package store
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// FlushMode says when an appended message counts as stored.
+type FlushMode int
+
+const (
+	// FlushAsync acknowledges a put once its bytes are in the OS page cache;
+	// a flusher fsyncs the commit log every Options.FlushInterval.
+	FlushAsync FlushMode = iota
+	// FlushSync acknowledges a put only after its bytes are on disk. Puts
+	// that arrive while a flush runs share the next fsync (group commit).
+	FlushSync
+)
+
+// ParseFlushMode parses "async" or "sync", or RocketMQ's flushDiskType
+// values ASYNC_FLUSH and SYNC_FLUSH (case-insensitive).
+func ParseFlushMode(s string) (FlushMode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "async", "async_flush":
+		return FlushAsync, nil
+	case "sync", "sync_flush":
+		return FlushSync, nil
+	}
+	return 0, fmt.Errorf("store: flush mode %q is neither async (ASYNC_FLUSH) nor sync (SYNC_FLUSH)", s)
+}
+
+// String returns "async" or "sync".
+func (m FlushMode) String() string {
+	switch m {
+	case FlushAsync:
+		return "async"
+	case FlushSync:
+		return "sync"
+	}
+	return fmt.Sprintf("FlushMode(%d)", int(m))
+}
+
+// Defaults applied by NewOptions and, for zero fields, by Open.
+const (
+	DefaultSegmentSize         = 1 << 30
+	DefaultConsumeQueueEntries = 300_000
+	DefaultFlushInterval       = 500 * time.Millisecond
+	DefaultSyncFlushTimeout    = 5 * time.Second
+	DefaultFileReservedTime    = 72 * time.Hour
+	DefaultCleanInterval       = 10 * time.Second
+	DefaultDiskMaxUsedRatio    = 0.90
+
+	// MinSegmentSize is the smallest accepted segment: room for one small
+	// record and the end-of-segment marker. Tests use a few KiB.
+	MinSegmentSize = 1 << 10
+	// MaxSegmentSize keeps the end-of-segment marker's int32 TOTALSIZE valid.
+	MaxSegmentSize = 1<<31 - 1
+	// defaultCheckpointInterval is how often consume queues and key indexes
+	// are fsynced and the checkpoint rewritten.
+	defaultCheckpointInterval = time.Second
+	// offsetPersistInterval is how often changed consumer offsets are written.
+	offsetPersistInterval = 5 * time.Second
+)
+
+// Options configures a Store. A zero field means its default (see
+// NewOptions); Dir is required.
+type Options struct {
+	// Dir is the data directory; it is created if missing.
+	Dir string
+	// SegmentSize is the size of one commit-log segment (default 1 GiB). It
+	// is fixed for the life of a data directory.
+	SegmentSize int64
+	// ConsumeQueueEntries is the number of 20-byte entries per consume-queue
+	// file (default 300 000). It is fixed for the life of a data directory.
+	ConsumeQueueEntries int
+	// Flush is the flush policy (default FlushAsync).
+	Flush FlushMode
+	// FlushInterval is the async flush period (default 500 ms).
+	FlushInterval time.Duration
+	// SyncFlushTimeout bounds a sync put's wait for its fsync (default 5 s);
+	// a put not flushed by then returns PutFlushDiskTimeout, but is stored.
+	SyncFlushTimeout time.Duration
+	// FileReservedTime is how long a segment is kept after its newest record
+	// was stored (default 72 h).
+	FileReservedTime time.Duration
+	// CleanInterval is the retention and disk-usage check period (default 10 s).
+	CleanInterval time.Duration
+	// DiskMaxUsedRatio refuses puts with ErrDiskFull while the file system
+	// holding Dir is fuller than this (0..1, default 0.90).
+	DiskMaxUsedRatio float64
+	// MaxMessageSize is the largest accepted body in bytes (default
+	// protocol.DefaultMaxMessageSize).
+	MaxMessageSize int
+	// StoreHost is stamped into every record's STOREHOST and message id.
+	StoreHost netip.AddrPort
+	// Logger receives recovery, retention and error reports (nil discards).
+	Logger *slog.Logger
+	// OnArrive is called (outside store locks, may be nil) after a message
+	// has been appended and dispatched to its consume queue, with the queue's
+	// new max offset. The broker uses it to wake long-polling pulls.
+	OnArrive func(topic string, queueID int32, maxOffset int64)
+
+	// clock replaces time.Now in tests (store timestamps and retention).
+	clock func() time.Time
+	// checkpointInterval replaces defaultCheckpointInterval in tests.
+	checkpointInterval time.Duration
+}
+
+// NewOptions returns Options with every default filled in except Dir.
+func NewOptions() Options {
+	return Options{
+		SegmentSize:         DefaultSegmentSize,
+		ConsumeQueueEntries: DefaultConsumeQueueEntries,
+		Flush:               FlushAsync,
+		FlushInterval:       DefaultFlushInterval,
+		SyncFlushTimeout:    DefaultSyncFlushTimeout,
+		FileReservedTime:    DefaultFileReservedTime,
+		CleanInterval:       DefaultCleanInterval,
+		DiskMaxUsedRatio:    DefaultDiskMaxUsedRatio,
+		MaxMessageSize:      protocol.DefaultMaxMessageSize,
+	}
+}
+
+// withDefaults fills zero fields and validates the rest; errors name the field.
+func (o Options) withDefaults() (Options, error) {
+	d := NewOptions()
+	if o.Dir == "" {
+		return o, fmt.Errorf("store: Options.Dir is empty")
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = d.SegmentSize
+	}
+	if o.ConsumeQueueEntries == 0 {
+		o.ConsumeQueueEntries = d.ConsumeQueueEntries
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = d.FlushInterval
+	}
+	if o.SyncFlushTimeout == 0 {
+		o.SyncFlushTimeout = d.SyncFlushTimeout
+	}
+	if o.FileReservedTime == 0 {
+		o.FileReservedTime = d.FileReservedTime
+	}
+	if o.CleanInterval == 0 {
+		o.CleanInterval = d.CleanInterval
+	}
+	if o.DiskMaxUsedRatio == 0 {
+		o.DiskMaxUsedRatio = d.DiskMaxUsedRatio
+	}
+	if o.MaxMessageSize == 0 {
+		o.MaxMessageSize = d.MaxMessageSize
+	}
+	if o.checkpointInterval == 0 {
+		o.checkpointInterval = defaultCheckpointInterval
+	}
+	if o.clock == nil {
+		o.clock = time.Now
+	}
+	switch {
+	case o.SegmentSize < MinSegmentSize || o.SegmentSize > MaxSegmentSize:
+		return o, fmt.Errorf("store: Options.SegmentSize %d is outside %d..%d", o.SegmentSize, MinSegmentSize, MaxSegmentSize)
+	case o.ConsumeQueueEntries < 2 || o.ConsumeQueueEntries > 1<<26:
+		return o, fmt.Errorf("store: Options.ConsumeQueueEntries %d is outside 2..%d", o.ConsumeQueueEntries, 1<<26)
+	case o.Flush != FlushAsync && o.Flush != FlushSync:
+		return o, fmt.Errorf("store: Options.Flush %d is neither FlushAsync nor FlushSync", int(o.Flush))
+	case o.FlushInterval < 0 || o.SyncFlushTimeout < 0 || o.FileReservedTime < 0 || o.CleanInterval < 0:
+		return o, fmt.Errorf("store: Options durations must not be negative")
+	case o.DiskMaxUsedRatio < 0 || o.DiskMaxUsedRatio > 1:
+		return o, fmt.Errorf("store: Options.DiskMaxUsedRatio %g is outside 0..1", o.DiskMaxUsedRatio)
+	case o.MaxMessageSize < 0:
+		return o, fmt.Errorf("store: Options.MaxMessageSize %d is negative", o.MaxMessageSize)
+	}
+	if o.Flush == FlushSync && o.FlushInterval > 100*time.Millisecond {
+		// In sync mode the interval is only a safety net; puts wake the
+		// flusher themselves.
+		o.FlushInterval = 100 * time.Millisecond
+	}
+	return o, nil
+}

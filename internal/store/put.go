@@ -1,0 +1,199 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// storeTimestampOffset is the position of STORETIMESTAMP in a record: after
+// BORNHOST, whose length depends on the IPv6 born-host flag.
+func storeTimestampOffset(sysFlag int32) int {
+	if sysFlag&protocol.SysFlagBornHostV6 != 0 {
+		return protocol.StoredOffsetBornTimestamp + 8 + 20
+	}
+	return protocol.StoredOffsetBornTimestamp + 8 + 8
+}
+
+// pendingRecord is one encoded record of a put, before its offsets are known.
+type pendingRecord struct {
+	off, size int // position and length inside the put's buffer
+	tsOff     int // STORETIMESTAMP position inside the record
+	tags      int64
+	keyHashes []uint64
+}
+
+// PutMessage appends m. It assigns m.QueueOffset (the next offset of
+// m.Topic/m.QueueID), m.CommitLogOffset, m.StoreTimestamp (now, ms; never
+// below the previous record's) and m.StoreHost, and encodes m with
+// protocol.AppendStoredMessage. In FlushSync mode it returns after the bytes
+// are fsynced, or with PutFlushDiskTimeout when that took longer than
+// Options.SyncFlushTimeout or ctx ended first (the message is stored either
+// way); ctx bounds only that wait. An error means nothing was stored.
+func (s *Store) PutMessage(ctx context.Context, m *protocol.MessageExt) (PutResult, error) {
+	ms := [1]*protocol.MessageExt{m}
+	return s.put(ctx, ms[:])
+}
+
+// PutMessages appends a batch for one topic/queue atomically: consecutive
+// queue offsets, adjacent records in one segment, one write and one flush
+// wait. The result describes the first record; MsgID lists every record's id,
+// comma-separated.
+func (s *Store) PutMessages(ctx context.Context, ms []*protocol.MessageExt) (PutResult, error) {
+	return s.put(ctx, ms)
+}
+
+// checkWritable refuses puts on a closed, failed or full store.
+func (s *Store) checkWritable() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.cl.flush.failure(); err != nil {
+		return fmt.Errorf("store: refusing puts after an fsync failure (restart the broker): %w", err)
+	}
+	return s.checkDisk()
+}
+
+// validate checks one message of a put.
+func (s *Store) validate(m *protocol.MessageExt, topic string, queueID int32) error {
+	if m == nil {
+		return fmt.Errorf("%w: nil message", ErrIllegalMessage)
+	}
+	if m.Topic != topic || m.QueueID != queueID {
+		return fmt.Errorf("%w: a batch must target one queue; got %s/%d after %s/%d", ErrIllegalMessage, m.Topic, m.QueueID, topic, queueID)
+	}
+	if err := protocol.ValidateTopic(m.Topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrIllegalMessage, err)
+	}
+	if m.QueueID < 0 {
+		return fmt.Errorf("%w: queue id %d is negative", ErrIllegalMessage, m.QueueID)
+	}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrIllegalMessage, err)
+	}
+	if len(m.Body) > s.opts.MaxMessageSize {
+		return fmt.Errorf("%w: body of %d bytes exceeds the limit of %d", ErrMessageTooLarge, len(m.Body), s.opts.MaxMessageSize)
+	}
+	return nil
+}
+
+func (s *Store) put(ctx context.Context, ms []*protocol.MessageExt) (PutResult, error) {
+	if len(ms) == 0 || ms[0] == nil {
+		return PutResult{}, fmt.Errorf("%w: empty batch", ErrIllegalMessage)
+	}
+	if err := s.checkWritable(); err != nil {
+		return PutResult{}, err
+	}
+	topic, queueID := ms[0].Topic, ms[0].QueueID
+	total := 0
+	for _, m := range ms {
+		if err := s.validate(m, topic, queueID); err != nil {
+			return PutResult{}, err
+		}
+		m.StoreHost = s.opts.StoreHost
+		total += m.StoredSize()
+	}
+	if !s.cl.fits(total) {
+		return PutResult{}, fmt.Errorf("%w: %d bytes of records do not fit in a commit-log segment of %d bytes", ErrMessageTooLarge, total, s.opts.SegmentSize)
+	}
+
+	// Encode outside the lock; the offsets and the store time are patched in
+	// under it (the body CRC does not cover them).
+	buf := make([]byte, 0, total)
+	var one [1]pendingRecord
+	recs := one[:0]
+	if len(ms) > 1 {
+		recs = make([]pendingRecord, 0, len(ms))
+	}
+	for _, m := range ms {
+		m.QueueOffset, m.CommitLogOffset, m.StoreTimestamp = 0, 0, 0
+		start := len(buf)
+		buf = protocol.AppendStoredMessage(buf, m)
+		tags, _ := protocol.Property(m.Properties, protocol.PropertyTags)
+		r := pendingRecord{off: start, size: len(buf) - start, tsOff: storeTimestampOffset(m.SysFlag), tags: protocol.TagsHashCode(tags)}
+		for _, k := range messageKeys(m.Properties) {
+			r.keyHashes = append(r.keyHashes, keyHash(topic, k))
+		}
+		recs = append(recs, r)
+	}
+
+	s.putMu.Lock()
+	base, q0, ts, err := s.appendLocked(topic, queueID, buf, recs)
+	s.putMu.Unlock()
+	if err != nil {
+		return PutResult{}, err
+	}
+	end := base + int64(len(buf))
+
+	res := PutResult{Status: PutOK, QueueOffset: q0, CommitLogOffset: base, StoreTimestamp: ts, Count: len(ms)}
+	var ids strings.Builder
+	for i, m := range ms {
+		m.QueueOffset = q0 + int64(i)
+		m.CommitLogOffset = base + int64(recs[i].off)
+		m.StoreTimestamp = ts
+		if i > 0 {
+			ids.WriteByte(',')
+		}
+		ids.WriteString(protocol.OffsetMessageID(s.opts.StoreHost, m.CommitLogOffset))
+	}
+	res.MsgID = ids.String()
+	if s.opts.OnArrive != nil {
+		s.opts.OnArrive(topic, queueID, q0+int64(len(ms)))
+	}
+	if s.opts.Flush == FlushSync && !s.cl.waitFlushed(ctx, end, s.opts.SyncFlushTimeout) {
+		res.Status = PutFlushDiskTimeout
+	}
+	return res, nil
+}
+
+// appendLocked writes the encoded records to the commit log, their entries
+// to the consume queue and key index, and then publishes them: the write
+// position first, the queue's max offset second, so a reader that sees an
+// entry can read its record. On error nothing is published and the next
+// append overwrites whatever was written. Caller holds putMu.
+func (s *Store) appendLocked(topic string, queueID int32, buf []byte, recs []pendingRecord) (base, q0, ts int64, err error) {
+	if s.closed.Load() {
+		return 0, 0, 0, ErrClosed
+	}
+	cq := s.queueForPutLocked(topic, queueID)
+	g, base, err := s.cl.reserveLocked(len(buf))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ts = s.cl.nextStoreTimeLocked(s.now().UnixMilli())
+	q0 = cq.maxOffset.Load()
+
+	var oneEntry [cqEntrySize]byte
+	entries := oneEntry[:]
+	if len(recs) > 1 {
+		entries = make([]byte, len(recs)*cqEntrySize)
+	}
+	var keys []byte
+	for i, r := range recs {
+		rec := buf[r.off : r.off+r.size]
+		phys := base + int64(r.off)
+		binary.BigEndian.PutUint64(rec[protocol.StoredOffsetQueueOffset:], uint64(q0+int64(i)))
+		binary.BigEndian.PutUint64(rec[protocol.StoredOffsetCommitLogOffset:], uint64(phys))
+		binary.BigEndian.PutUint64(rec[r.tsOff:], uint64(ts))
+		putCQEntry(entries[i*cqEntrySize:], cqEntry{phys: phys, size: int32(r.size), tags: r.tags})
+		keys = appendKeyEntries(keys, r.keyHashes, phys)
+	}
+	if _, err := g.file.WriteAt(buf, base-g.start); err != nil {
+		return 0, 0, 0, fmt.Errorf("store: write commit log %s: %w", g.path, err)
+	}
+	if err := cq.writeLocked(q0, entries); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := g.index.appendLocked(keys); err != nil {
+		return 0, 0, 0, err
+	}
+	end := base + int64(len(buf))
+	g.noteStoreTime(ts)
+	s.cl.writePos.Store(end)
+	cq.publishLocked(q0+int64(len(recs)), end)
+	g.index.publish(len(keys))
+	return base, q0, ts, nil
+}

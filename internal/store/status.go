@@ -1,0 +1,90 @@
+package store
+
+import "fmt"
+
+// PutStatus qualifies a successful put.
+type PutStatus int
+
+const (
+	// PutOK: stored (and, in FlushSync mode, on disk).
+	PutOK PutStatus = iota
+	// PutFlushDiskTimeout: stored, but the sync flush did not complete within
+	// Options.SyncFlushTimeout (or the caller's context ended first). The
+	// broker answers FLUSH_DISK_TIMEOUT.
+	PutFlushDiskTimeout
+)
+
+// String returns RocketMQ's PutMessageStatus name.
+func (s PutStatus) String() string {
+	switch s {
+	case PutOK:
+		return "PUT_OK"
+	case PutFlushDiskTimeout:
+		return "FLUSH_DISK_TIMEOUT"
+	}
+	return fmt.Sprintf("PutStatus(%d)", int(s))
+}
+
+// PutResult describes an appended message or batch.
+type PutResult struct {
+	Status          PutStatus
+	QueueOffset     int64  // first queue offset assigned
+	CommitLogOffset int64  // physical offset of the (first) record
+	MsgID           string // offset message id(s); comma-joined for a batch
+	StoreTimestamp  int64  // ms
+	Count           int    // records written
+}
+
+// GetStatus is the outcome of GetMessages, with RocketMQ's GetMessageStatus
+// meaning (see docs/storage.md for how the broker maps each to a pull code).
+type GetStatus int
+
+const (
+	// Found: Messages holds at least one record.
+	Found GetStatus = iota
+	// NoMatchedMessage: entries were scanned but the filter rejected all.
+	NoMatchedMessage
+	// OffsetFoundNull: the consume-queue file holding the offset is gone.
+	OffsetFoundNull
+	// OffsetOverflowOne: offset == max offset (caught up).
+	OffsetOverflowOne
+	// OffsetOverflowBadly: offset > max offset.
+	OffsetOverflowBadly
+	// OffsetTooSmall: offset < min offset (messages were deleted).
+	OffsetTooSmall
+	// NoMessageInQueue: the queue is unknown or has never held a message.
+	NoMessageInQueue
+	// MessageWasRemoving: the entries point at deleted commit-log segments.
+	MessageWasRemoving
+)
+
+var getStatusNames = [...]string{
+	Found:               "FOUND",
+	NoMatchedMessage:    "NO_MATCHED_MESSAGE",
+	OffsetFoundNull:     "OFFSET_FOUND_NULL",
+	OffsetOverflowOne:   "OFFSET_OVERFLOW_ONE",
+	OffsetOverflowBadly: "OFFSET_OVERFLOW_BADLY",
+	OffsetTooSmall:      "OFFSET_TOO_SMALL",
+	NoMessageInQueue:    "NO_MESSAGE_IN_QUEUE",
+	MessageWasRemoving:  "MESSAGE_WAS_REMOVING",
+}
+
+// String returns RocketMQ's GetMessageStatus name (FOUND, OFFSET_TOO_SMALL, …),
+// which the broker sends as the pull response remark.
+func (s GetStatus) String() string {
+	if s >= 0 && int(s) < len(getStatusNames) {
+		return getStatusNames[s]
+	}
+	return fmt.Sprintf("GetStatus(%d)", int(s))
+}
+
+// GetResult is the answer of GetMessages.
+type GetResult struct {
+	Status GetStatus
+	// Messages are raw stored records, each its own copy; their
+	// concatenation is a PULL_MESSAGE body.
+	Messages [][]byte
+	// NextBeginOffset is where the consumer continues; MinOffset and
+	// MaxOffset are the queue's bounds when the call ran.
+	NextBeginOffset, MinOffset, MaxOffset int64
+}

@@ -1,0 +1,386 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Store is the message store of one broker. Open it with Open; all methods
+// are safe for concurrent use.
+//
+// Lock order (a goroutine holding a lock may take only locks listed after
+// it): maintMu → putMu → queuesMu → consumeQueue.mu / commitLog.segMu.
+// flushState.syncMu, offsetTable locks and metaMu are leaves.
+type Store struct {
+	opts      Options
+	log       *slog.Logger
+	dir       string
+	configDir string
+	cqRoot    string
+	lock      *dirLock
+
+	cl *commitLog
+
+	// putMu is the one owner of the write position: appends to the commit
+	// log, consume queues and key indexes happen under it.
+	putMu  sync.Mutex
+	closed atomic.Bool // set under putMu
+
+	queuesMu sync.RWMutex
+	queues   map[string]map[int32]*consumeQueue
+
+	// maintMu serialises checkpoints, retention, DeleteTopic and Close.
+	maintMu sync.Mutex
+
+	offsets *offsetTable
+	metaMu  sync.Mutex // serialises metadata file writes and reads
+
+	disk diskGuard
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open locks opts.Dir, recovers its contents (see docs/storage.md) and starts
+// the flusher and maintenance goroutines. A second Open of the same
+// directory fails with ErrLocked until the first Store is closed.
+func Open(opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	logger = logger.With("component", "store")
+	s := &Store{
+		opts:      opts,
+		log:       logger,
+		dir:       opts.Dir,
+		configDir: filepath.Join(opts.Dir, "config"),
+		cqRoot:    filepath.Join(opts.Dir, "consumequeue"),
+		queues:    map[string]map[int32]*consumeQueue{},
+		stop:      make(chan struct{}),
+	}
+	logDir, indexDir := filepath.Join(opts.Dir, "commitlog"), filepath.Join(opts.Dir, "index")
+	for _, d := range []string{opts.Dir, logDir, indexDir, s.cqRoot, s.configDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("store: create %s: %w", d, err)
+		}
+	}
+	if s.lock, err = lockDir(opts.Dir); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Store, error) {
+		s.closeFiles()
+		s.lock.unlock()
+		return nil, err
+	}
+	if err := checkLayout(opts.Dir, opts); err != nil {
+		return fail(err)
+	}
+	s.cl = newCommitLog(logDir, indexDir, opts.SegmentSize, logger)
+	abortPath := filepath.Join(opts.Dir, "abort")
+	unclean := fileExists(abortPath)
+	if err := s.recover(unclean); err != nil {
+		return fail(err)
+	}
+	if s.offsets, err = loadOffsetTable(s.configDir); err != nil {
+		return fail(err)
+	}
+	// The abort file marks a run in progress; Close removes it.
+	if err := os.WriteFile(abortPath, nil, 0o644); err != nil {
+		return fail(fmt.Errorf("store: create abort file: %w", err))
+	}
+	if err := syncDir(opts.Dir); err != nil {
+		return fail(err)
+	}
+	s.disk.init(opts.DiskMaxUsedRatio)
+	s.refreshDisk()
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.cl.flushLoop(s.stop, opts.FlushInterval)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.maintenanceLoop()
+	}()
+	return s, nil
+}
+
+// Close stops the goroutines, flushes and fsyncs everything, writes an exact
+// checkpoint and the consumer offsets, removes the abort file and unlocks
+// the directory. It is idempotent; puts after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.putMu.Lock()
+		s.closed.Store(true)
+		s.putMu.Unlock()
+		close(s.stop)
+		s.wg.Wait()
+
+		s.maintMu.Lock()
+		defer s.maintMu.Unlock()
+		var errs []error
+		if err := s.cl.flushCommitLog(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.checkpointLocked(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.offsets.persist(true); err != nil {
+			errs = append(errs, err)
+		}
+		if len(errs) == 0 {
+			// Only a complete shutdown may claim to be clean.
+			if err := os.Remove(filepath.Join(s.dir, "abort")); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			} else if err := syncDir(s.dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := s.closeFiles(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.lock.unlock(); err != nil {
+			errs = append(errs, err)
+		}
+		s.closeErr = errors.Join(errs...)
+		if s.closeErr != nil {
+			s.log.Error("store closed with errors", "err", s.closeErr)
+		}
+	})
+	return s.closeErr
+}
+
+// abandon stops the store the way a killed process would: no flush, no
+// checkpoint, the abort file stays. Written data stays in the page cache, as
+// after SIGKILL. For tests.
+func (s *Store) abandon() {
+	s.closeOnce.Do(func() {
+		s.putMu.Lock()
+		s.closed.Store(true)
+		s.putMu.Unlock()
+		close(s.stop)
+		s.wg.Wait()
+		s.closeFiles()
+		s.lock.unlock()
+		s.closeErr = ErrClosed
+	})
+}
+
+// closeFiles closes every segment and consume-queue file.
+func (s *Store) closeFiles() error {
+	var err error
+	if s.cl != nil {
+		err = s.cl.closeAll()
+	}
+	s.queuesMu.Lock()
+	for _, qs := range s.queues {
+		for _, q := range qs {
+			q.close()
+		}
+	}
+	s.queuesMu.Unlock()
+	return err
+}
+
+// maintenanceLoop runs checkpoints, consumer-offset persistence and the
+// retention / disk check, each on its own period.
+func (s *Store) maintenanceLoop() {
+	cp := time.NewTicker(s.opts.checkpointInterval)
+	defer cp.Stop()
+	off := time.NewTicker(offsetPersistInterval)
+	defer off.Stop()
+	clean := time.NewTicker(s.opts.CleanInterval)
+	defer clean.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-cp.C:
+			s.maintMu.Lock()
+			if err := s.checkpointLocked(); err != nil {
+				s.log.Error("checkpoint failed", "err", err)
+			}
+			s.maintMu.Unlock()
+		case <-off.C:
+			if err := s.offsets.persist(false); err != nil {
+				s.log.Error("persisting consumer offsets failed", "err", err)
+			}
+		case <-clean.C:
+			s.refreshDisk()
+			s.runRetention()
+		}
+	}
+}
+
+// checkpointLocked fsyncs the consume queues and key indexes of everything
+// the commit log has made durable, then records the position. Caller holds
+// maintMu.
+func (s *Store) checkpointLocked() error {
+	// Every record below flushed was dispatched before writePos passed it,
+	// so its entries are in the files synced below.
+	flushed := s.cl.flushedPos.Load()
+	cp := &checkpoint{CommitLogFlushed: flushed, WrittenAt: time.Now().UnixMilli(), ConsumeQueues: map[string]map[int32]int64{}}
+	for _, q := range s.allQueues() {
+		max, err := q.sync()
+		if err != nil {
+			return err
+		}
+		m := cp.ConsumeQueues[q.topic]
+		if m == nil {
+			m = map[int32]int64{}
+			cp.ConsumeQueues[q.topic] = m
+		}
+		m[q.queueID] = max
+	}
+	for _, g := range s.cl.snapshot() {
+		if err := g.index.sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			return err
+		}
+	}
+	return writeCheckpoint(s.dir, cp)
+}
+
+// queue returns the consume queue of topic/queueID, or nil.
+func (s *Store) queue(topic string, queueID int32) *consumeQueue {
+	s.queuesMu.RLock()
+	defer s.queuesMu.RUnlock()
+	return s.queues[topic][queueID]
+}
+
+// queueForPutLocked returns the consume queue, creating it (in memory; its
+// files appear with the first entry). Caller holds putMu or runs recovery.
+func (s *Store) queueForPutLocked(topic string, queueID int32) *consumeQueue {
+	if q := s.queue(topic, queueID); q != nil {
+		return q
+	}
+	q := newConsumeQueue(s.cqRoot, topic, queueID, s.opts.ConsumeQueueEntries)
+	s.addQueue(q)
+	return q
+}
+
+func (s *Store) addQueue(q *consumeQueue) {
+	s.queuesMu.Lock()
+	defer s.queuesMu.Unlock()
+	m := s.queues[q.topic]
+	if m == nil {
+		m = map[int32]*consumeQueue{}
+		s.queues[q.topic] = m
+	}
+	m[q.queueID] = q
+}
+
+// allQueues returns every consume queue.
+func (s *Store) allQueues() []*consumeQueue {
+	s.queuesMu.RLock()
+	defer s.queuesMu.RUnlock()
+	var out []*consumeQueue
+	for _, qs := range s.queues {
+		for _, q := range qs {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// Queues returns the ids of topic's consume queues, ascending.
+func (s *Store) Queues(topic string) []int32 {
+	s.queuesMu.RLock()
+	defer s.queuesMu.RUnlock()
+	ids := make([]int32, 0, len(s.queues[topic]))
+	for id := range s.queues[topic] {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// MinOffset returns the first readable queue offset of topic/queueID (0 for
+// an unknown queue). Older messages were deleted by retention.
+func (s *Store) MinOffset(topic string, queueID int32) int64 {
+	if q := s.queue(topic, queueID); q != nil {
+		return q.minOffset.Load()
+	}
+	return 0
+}
+
+// MaxOffset returns the next queue offset to be written (0 for an unknown queue).
+func (s *Store) MaxOffset(topic string, queueID int32) int64 {
+	if q := s.queue(topic, queueID); q != nil {
+		return q.maxOffset.Load()
+	}
+	return 0
+}
+
+// CommitLogMinOffset returns the physical offset of the oldest retained segment.
+func (s *Store) CommitLogMinOffset() int64 { return s.cl.minOffset() }
+
+// CommitLogMaxOffset returns the physical write position.
+func (s *Store) CommitLogMaxOffset() int64 { return s.cl.writePos.Load() }
+
+// DeleteTopic removes topic's consume queues (files included) and every
+// group's offsets for it. Its records stay in the commit log until retention
+// deletes their segments; a checkpoint written here keeps recovery from
+// re-creating the queues.
+func (s *Store) DeleteTopic(topic string) error {
+	s.maintMu.Lock()
+	defer s.maintMu.Unlock()
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	var errs []error
+	// Hold putMu while the files go, so that a put re-creating the topic
+	// cannot have its new files removed.
+	s.putMu.Lock()
+	s.queuesMu.Lock()
+	qs := s.queues[topic]
+	delete(s.queues, topic)
+	s.queuesMu.Unlock()
+	for _, q := range qs {
+		q.close()
+	}
+	if err := os.RemoveAll(filepath.Join(s.cqRoot, topic)); err != nil {
+		errs = append(errs, fmt.Errorf("store: delete consume queues of %s: %w", topic, err))
+	}
+	s.putMu.Unlock()
+	s.offsets.deleteTopic(topic)
+	errs = append(errs, syncDir(s.cqRoot))
+	// Recovery re-dispatches only records past the checkpoint: move it past
+	// every record of the topic.
+	errs = append(errs, s.cl.flushCommitLog(), s.checkpointLocked())
+	if len(qs) > 0 {
+		s.log.Info("topic deleted", "topic", topic, "queues", len(qs))
+	}
+	return errors.Join(errs...)
+}
+
+// fsyncCount returns the number of commit-log fsyncs so far (for tests).
+func (s *Store) fsyncCount() int64 { return s.cl.flush.fsyncs.Load() }
+
+// now returns the store clock.
+func (s *Store) now() time.Time { return s.opts.clock() }
+
+// diskGuard caches the disk-usage verdict so puts do not statfs each time.
+type diskGuard struct {
+	maxRatio  atomic.Uint64 // float64 bits
+	lastRatio atomic.Uint64 // float64 bits
+	full      atomic.Bool
+	lastCheck atomic.Int64 // unix nanos
+}
+
+func (d *diskGuard) init(ratio float64) { d.maxRatio.Store(math.Float64bits(ratio)) }
