@@ -102,7 +102,9 @@ func (c *core) start(ctx context.Context) error {
 	c.logger.Info("client starting", "nameServers", c.ns.addrs())
 
 	c.goLoop(c.ns.refreshLoop)
-	c.goLoop(c.ns.heartbeatLoop)
+	if c.role != "" {
+		c.goLoop(c.ns.heartbeatLoop)
+	}
 	c.goLoop(c.routes.refreshLoop)
 	return nil
 }

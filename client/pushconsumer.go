@@ -30,7 +30,13 @@ type PushConsumer struct {
 	c   *core
 	s   *sender // sends retries when CONSUMER_SEND_MSG_BACK fails
 
+	// rebalanceMu serialises rebalances with each other and with Shutdown,
+	// so a hand-over never interleaves with another. Lock order:
+	// rebalanceMu, then mu, then a processQueue's mu.
+	rebalanceMu sync.Mutex
+
 	mu      sync.Mutex
+	closing bool                     // Shutdown began: take no queue
 	subs    map[string]*subscription // by topic, the retry topic included
 	queues  map[MessageQueue]*processQueue
 	local   map[MessageQueue]int64 // broadcasting offsets
@@ -155,7 +161,10 @@ func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 		}
 		return nil
 	}
+	pc.rebalanceMu.Lock()
+	defer pc.rebalanceMu.Unlock()
 	pc.mu.Lock()
+	pc.closing = true
 	held := make([]*processQueue, 0, len(pc.queues))
 	for mq, pq := range pc.queues {
 		held = append(held, pq)

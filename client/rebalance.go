@@ -53,6 +53,14 @@ type brokerView struct {
 // IDC's consumers, which can reach it, take them). Broadcasting takes every
 // queue.
 func (pc *PushConsumer) rebalance(ctx context.Context) {
+	pc.rebalanceMu.Lock()
+	defer pc.rebalanceMu.Unlock()
+	pc.mu.Lock()
+	closing := pc.closing
+	pc.mu.Unlock()
+	if closing {
+		return
+	}
 	me := pc.c.id()
 	want := map[MessageQueue]*brokerInfo{}
 	keep := map[string]bool{} // topics with no route known: leave their queues alone
@@ -245,7 +253,7 @@ func (pc *PushConsumer) startQueue(mq MessageQueue, b *brokerInfo, start int64) 
 		pq.setLocked(true)
 	}
 	pc.mu.Lock()
-	if pc.c.ctx.Err() != nil {
+	if pc.closing || pc.c.ctx.Err() != nil {
 		pc.mu.Unlock()
 		return
 	}

@@ -390,3 +390,64 @@ func TestAddrsrvTwoSideBySide(t *testing.T) {
 		waitList(t, base, b1, downWithin)
 	}
 }
+
+// TestAddrsrvProbeNoBusyLoop: peers that drop every connection — at once, or
+// right after answering — must not make the prober probe faster than about
+// twice per interval (the early probe on a close is rate-limited).
+func TestAddrsrvProbeNoBusyLoop(t *testing.T) {
+	// Accepts and closes at once (like a proxy in Cut mode).
+	ln, err := net.Listen("tcp", "127.0.1.1:0")
+	testutil.NoError(t, err, "listen")
+	var accepts atomic.Int64
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-acceptDone })
+
+	// Answers, then closes the connection.
+	rs, err := remoting.NewServer(remoting.ServerOptions{Listen: "127.0.1.2:0"})
+	testutil.NoError(t, err, "remoting.NewServer")
+	var answers atomic.Int64
+	rs.HandleDefault(func(_ context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+		answers.Add(1)
+		c.Write(remoting.NewResponse(req, int32(protocol.Success), ""))
+		c.Close()
+		return nil
+	})
+	go rs.Serve()
+	t.Cleanup(func() { rs.Close() })
+
+	s, _ := startAddrsrv(t, "127.0.1.1:0", "idc1",
+		addrsrv.Namesrv{Addr: ln.Addr().String(), IDC: "idc1"}, addrsrv.Namesrv{Addr: rs.Addr(), IDC: "idc1"})
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if st := s.Namesrvs(); st[0].LastProbe.IsZero() || st[1].LastProbe.IsZero() {
+			return fmt.Errorf("not probed yet")
+		}
+		return nil
+	})
+	a0, n0, start := accepts.Load(), answers.Load(), time.Now()
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if time.Since(start) < 10*testInterval {
+			return fmt.Errorf("waiting")
+		}
+		return nil
+	})
+	elapsed := time.Since(start)
+	limit := 2*int64(elapsed/testInterval) + 3
+	da, dn := accepts.Load()-a0, answers.Load()-n0
+	t.Logf("in %v: %d dials to the dropping peer, %d probes of the answer-and-close peer (limit %d)",
+		elapsed.Round(time.Millisecond), da, dn, limit)
+	testutil.True(t, da <= limit, "dials to a peer that drops connections", da, "limit", limit)
+	testutil.True(t, dn <= limit, "probes of a peer that closes after answering", dn, "limit", limit)
+	testutil.True(t, dn >= 3, "the answer-and-close peer is still probed", dn)
+	testutil.True(t, s.Namesrvs()[1].Alive, "the answer-and-close peer is alive")
+}

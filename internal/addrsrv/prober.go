@@ -49,20 +49,45 @@ func (st *namesrvState) listableLocked() bool {
 func (s *Server) probeLoop(ctx context.Context, st *namesrvState) {
 	ticker := time.NewTicker(s.opts.ProbeInterval)
 	defer ticker.Stop()
+	var lastEarly time.Time
 	for {
 		err := s.probe(ctx, st)
 		if ctx.Err() != nil {
 			return
 		}
 		s.record(st, err)
+		early, ok := s.waitNextProbe(ctx, st, ticker, err == nil, lastEarly)
+		if !ok {
+			return
+		}
+		if early {
+			lastEarly = time.Now()
+		}
+	}
+}
+
+// waitNextProbe waits for the next tick, or for the probe connection to be
+// closed by the far side, and reports whether the wait ended early and
+// whether to go on probing at all.
+//
+// A close wakes the loop only after a successful probe (then it is news: a
+// name server that answered has likely died) and at most once per interval.
+// Otherwise a peer that accepts connections and drops them at once, or drops
+// them after every answer, would turn the loop into a busy one.
+func (s *Server) waitNextProbe(ctx context.Context, st *namesrvState, ticker *time.Ticker, lastOK bool, lastEarly time.Time) (early, ok bool) {
+	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false, false
 		case <-ticker.C:
+			return false, true
 		case <-st.wake:
-			// Keep at least one interval between this early probe and the
-			// next, so DownAfter misses still span real time.
-			ticker.Reset(s.opts.ProbeInterval)
+			if lastOK && time.Since(lastEarly) >= s.opts.ProbeInterval {
+				// Keep at least one interval between this early probe and
+				// the next, so DownAfter misses still span real time.
+				ticker.Reset(s.opts.ProbeInterval)
+				return true, true
+			}
 		}
 	}
 }

@@ -68,9 +68,6 @@ func (s *Server) sendBatch(ctx context.Context, req *remoting.Command, h *protoc
 		return errorf(req, protocol.MessageIllegal, "the batch body is %d bytes; this broker's limit (maxMessageSize) is %d bytes",
 			len(req.Body), s.opts.MaxMessageSize)
 	}
-	if strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix) {
-		return errorf(req, protocol.MessageIllegal, "batches cannot be sent to retry topic %s", h.Topic)
-	}
 	if h.SysFlag&protocol.SysFlagTransactionMask != 0 {
 		return errorf(req, protocol.MessageIllegal, "batches cannot carry transaction messages")
 	}

@@ -115,7 +115,7 @@ type Server struct {
 // topic and subscription-group tables. It does not serve until Run.
 func New(opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
-		return nil, fmt.Errorf("broker: %w", err)
+		return nil, fmt.Errorf("broker: %w: %w", ErrInvalidOptions, err)
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: --data %s: %w", opts.DataDir, err)
@@ -203,17 +203,16 @@ func (s *Server) Addr() string { return s.addr }
 // Run serves until ctx ends or Shutdown is called, then shuts down. It
 // returns nil after a clean stop.
 func (s *Server) Run(ctx context.Context) error {
+	serveErr := make(chan error, 1)
+	// Start everything under mu, so a concurrent Shutdown either finds it
+	// all started or stops Run from starting anything.
 	s.mu.Lock()
 	if s.running || s.stopping {
 		s.mu.Unlock()
 		return errors.New("broker: Run called twice or after Shutdown")
 	}
 	s.running = true
-	s.mu.Unlock()
-
-	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.remoting.Serve() }()
-
 	s.goLoop(s.notifyLoop)
 	s.goLoop(s.expiryLoop)
 	if len(s.opts.AddrsrvURLs) > 0 {
@@ -223,6 +222,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.goLoop(fn)
 	}
 	s.namesrvs.start()
+	s.mu.Unlock()
 	s.logger.Info("broker serving", "cluster", s.opts.Cluster, "id", s.opts.BrokerID, "data", s.opts.DataDir,
 		"namesrvs", s.opts.NamesrvAddrs, "addrsrvs", s.opts.AddrsrvURLs)
 

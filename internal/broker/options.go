@@ -11,6 +11,10 @@ import (
 	"github.com/zonemq/zonemq/internal/store"
 )
 
+// ErrInvalidOptions wraps every error New returns for bad options; the
+// message names the option and its flag.
+var ErrInvalidOptions = errors.New("invalid options")
+
 // Options configures a broker. NewOptions returns the defaults; New validates
 // and names the offending option in its error.
 type Options struct {
@@ -164,3 +168,7 @@ func (o *Options) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ParseFlushMode parses --flush: "async" or "sync", or RocketMQ's
+// flushDiskType values ASYNC_FLUSH and SYNC_FLUSH.
+func ParseFlushMode(s string) (store.FlushMode, error) { return store.ParseFlushMode(s) }

@@ -154,6 +154,10 @@ func (r *registrar) stop() {
 // waits at most one timeout for the answers.
 func (r *registrar) unregisterAll() {
 	r.mu.Lock()
+	if !r.started {
+		r.mu.Unlock()
+		return // never registered anywhere
+	}
 	addrs := make([]string, 0, len(r.peers))
 	for a := range r.peers {
 		addrs = append(addrs, a)

@@ -32,6 +32,10 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 	if err != nil {
 		return badHeader(req, err)
 	}
+	if protocol.RequestCode(req.Code) == protocol.SendBatchMessage && strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix) {
+		// Refused before checkSend, which would create the retry topic.
+		return errorf(req, protocol.MessageIllegal, "batches cannot be sent to retry topic %s", h.Topic)
+	}
 	queueID, resp := s.checkSend(req, &h)
 	if resp != nil {
 		return resp

@@ -3,6 +3,7 @@ package namesrv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -174,14 +175,14 @@ func TestNamesrvOptionsValidation(t *testing.T) {
 		opts.Listen, opts.IDC, opts.KVConfigPath = "127.0.1.1:0", "idc1", ""
 		mutate(&opts)
 		_, err := New(opts)
-		if err == nil || !strings.Contains(err.Error(), flag) {
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), flag) {
 			t.Errorf("%s: got %v", flag, err)
 		}
 	}
 	opts := NewOptions()
 	opts.IDC = "idc1"
 	opts.Listen = "127.0.1.1:notaport"
-	if _, err := New(opts); err == nil || !strings.Contains(err.Error(), "--listen") {
+	if _, err := New(opts); err == nil || errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "--listen") {
 		t.Errorf("bad listen address: %v", err)
 	}
 	def := NewOptions()

@@ -1,6 +1,7 @@
 package namesrv
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -39,8 +40,8 @@ type Options struct {
 	// start, rewritten atomically on each change). Empty keeps the KV
 	// config in memory only. Default $HOME/zonemq/namesrv/kvConfig.json.
 	KVConfigPath string
-	// MaxFrameSize caps an incoming frame; 0 means the remoting default
-	// (16 MiB).
+	// MaxFrameSize caps an incoming frame in bytes; 0 means the remoting
+	// default (16 MiB, RocketMQ's).
 	MaxFrameSize int
 	// Logger receives the server's events; nil discards them. The server
 	// adds role=namesrv and idc=IDC to every line.
@@ -70,21 +71,28 @@ func DefaultKVConfigPath() string {
 	return filepath.Join(home, "zonemq", "namesrv", "kvConfig.json")
 }
 
+// ErrInvalidOptions wraps every error New returns for a bad option (as
+// opposed to a failure to bind or to load the KV config).
+var ErrInvalidOptions = errors.New("namesrv: invalid options")
+
 // validate checks opts, naming the command-line flag of a bad value.
 func (o *Options) validate() error {
+	var msg string
 	switch {
 	case strings.TrimSpace(o.Listen) == "":
-		return fmt.Errorf("namesrv: --listen is empty")
+		msg = "--listen is empty"
 	case strings.TrimSpace(o.IDC) == "":
-		return fmt.Errorf("namesrv: --idc is required (the IDC this name server runs in)")
+		msg = "--idc is required (the IDC this name server runs in)"
 	case o.BrokerExpiry <= 0:
-		return fmt.Errorf("namesrv: --broker-expiry must be positive, got %v", o.BrokerExpiry)
+		msg = fmt.Sprintf("--broker-expiry must be positive, got %v", o.BrokerExpiry)
 	case o.ScanInterval <= 0:
-		return fmt.Errorf("namesrv: --scan-interval must be positive, got %v", o.ScanInterval)
+		msg = fmt.Sprintf("--scan-interval must be positive, got %v", o.ScanInterval)
 	case o.ClientExpiry <= 0:
-		return fmt.Errorf("namesrv: --client-expiry must be positive, got %v", o.ClientExpiry)
+		msg = fmt.Sprintf("--client-expiry must be positive, got %v", o.ClientExpiry)
 	case o.MaxFrameSize < 0:
-		return fmt.Errorf("namesrv: max frame size must not be negative, got %d", o.MaxFrameSize)
+		msg = fmt.Sprintf("--max-frame-size must not be negative, got %d", o.MaxFrameSize)
+	default:
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %s", ErrInvalidOptions, msg)
 }

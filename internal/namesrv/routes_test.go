@@ -137,7 +137,7 @@ func TestNamesrvRegisterDataVersion(t *testing.T) {
 }
 
 // compressedBody builds RocketMQ's compressed registration by hand.
-func compressedBody(t *testing.T, dv protocol.DataVersion, lines []string, filterServers string, withMappings bool) []byte {
+func compressedBody(_ *testing.T, dv protocol.DataVersion, lines []string, filterServers string, withMappings bool) []byte {
 	var raw bytes.Buffer
 	item := func(b []byte) {
 		binary.Write(&raw, binary.BigEndian, int32(len(b)))

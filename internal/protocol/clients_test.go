@@ -44,12 +44,12 @@ func TestNamesrvClientHeartbeatValidate(t *testing.T) {
 	}
 	long := strings.Repeat("x", protocol.MaxClientIDLength+1)
 	bad := map[string]func(h *protocol.ClientHeartbeat){
-		"clientId":     func(h *protocol.ClientHeartbeat) { h.ClientID = "" },
-		"clientId ":    func(h *protocol.ClientHeartbeat) { h.ClientID = long },
-		"idc":          func(h *protocol.ClientHeartbeat) { h.IDC = long },
-		"role":         func(h *protocol.ClientHeartbeat) { h.Role = "admin" },
-		"role ":        func(h *protocol.ClientHeartbeat) { h.Role = "" },
-		"group":        func(h *protocol.ClientHeartbeat) { h.Groups = []string{""} },
+		"clientId":      func(h *protocol.ClientHeartbeat) { h.ClientID = "" },
+		"clientId ":     func(h *protocol.ClientHeartbeat) { h.ClientID = long },
+		"idc":           func(h *protocol.ClientHeartbeat) { h.IDC = long },
+		"role":          func(h *protocol.ClientHeartbeat) { h.Role = "admin" },
+		"role ":         func(h *protocol.ClientHeartbeat) { h.Role = "" },
+		"group":         func(h *protocol.ClientHeartbeat) { h.Groups = []string{""} },
 		"groups listed": func(h *protocol.ClientHeartbeat) { h.Groups = make([]string, protocol.MaxClientGroups+1) },
 	}
 	for mention, mutate := range bad {

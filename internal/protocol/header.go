@@ -59,7 +59,9 @@ func (r *ExtReader) OptString(key string) string {
 func (r *ExtReader) Int32(key string) int32 { return int32(r.int(key, true, 0, 32)) }
 
 // OptInt32 returns an optional int32 field or def.
-func (r *ExtReader) OptInt32(key string, def int32) int32 { return int32(r.int(key, false, int64(def), 32)) }
+func (r *ExtReader) OptInt32(key string, def int32) int32 {
+	return int32(r.int(key, false, int64(def), 32))
+}
 
 // Int64 returns a required int64 field.
 func (r *ExtReader) Int64(key string) int64 { return r.int(key, true, 0, 64) }

@@ -80,13 +80,13 @@ func (m *MessageExt) Validate() error {
 
 func appendHost(dst []byte, ap netip.AddrPort) []byte {
 	a := ap.Addr().Unmap()
-	if a.Is4() || !a.IsValid() {
+	switch {
+	case !a.IsValid(): // no host known: 0.0.0.0 (As4 panics on the zero Addr)
+		dst = append(dst, 0, 0, 0, 0)
+	case a.Is4():
 		b := a.As4()
-		if !a.IsValid() {
-			b = [4]byte{}
-		}
 		dst = append(dst, b[:]...)
-	} else {
+	default:
 		b := a.As16()
 		dst = append(dst, b[:]...)
 	}

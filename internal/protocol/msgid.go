@@ -15,13 +15,13 @@ func OffsetMessageID(storeHost netip.AddrPort, off int64) string {
 	var b [28]byte
 	n := 0
 	a := storeHost.Addr().Unmap()
-	if a.Is4() || !a.IsValid() {
+	switch {
+	case !a.IsValid(): // no host known: 0.0.0.0 (As4 panics on the zero Addr)
+		n += 4
+	case a.Is4():
 		ip := a.As4()
-		if !a.IsValid() {
-			ip = [4]byte{}
-		}
 		n += copy(b[:], ip[:])
-	} else {
+	default:
 		ip := a.As16()
 		n += copy(b[:], ip[:])
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -203,7 +204,9 @@ type MessageQueue struct {
 }
 
 // String renders the queue for logs: topic@broker#id.
-func (q MessageQueue) String() string { return fmt.Sprintf("%s@%s#%d", q.Topic, q.BrokerName, q.QueueID) }
+func (q MessageQueue) String() string {
+	return fmt.Sprintf("%s@%s#%d", q.Topic, q.BrokerName, q.QueueID)
+}
 
 // SortMessageQueues orders queues by topic, broker name and id, the order
 // every allocation strategy starts from.
@@ -228,8 +231,9 @@ func ParseOrderTopicConf(s string) (map[string]int, error) {
 			continue
 		}
 		name, n, ok := strings.Cut(item, ":")
-		var num int
-		if _, err := fmt.Sscanf(n, "%d", &num); !ok || err != nil || name == "" || num <= 0 {
+		// Atoi, not Sscanf: Sscanf takes "4x" or " 4" for 4.
+		num, err := strconv.Atoi(n)
+		if !ok || err != nil || name == "" || num <= 0 {
 			return nil, fmt.Errorf("protocol: bad orderTopicConf item %q (want brokerName:queueNums)", item)
 		}
 		out[name] = num

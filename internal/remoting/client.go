@@ -158,7 +158,16 @@ func (c *Client) dial(addr string) (*Conn, error) {
 		}
 		c.mu.Unlock()
 	})
+	// Count the read loop only while the client is open: Close may already
+	// be in wg.Wait, and an Add from zero must not race with it.
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cn.Close() // runs the OnClose hook above, which takes c.mu
+		return nil, ErrClientClosed
+	}
 	c.wg.Add(1)
+	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		cn.readLoop()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -68,7 +69,10 @@ type Conn struct {
 type call struct {
 	resp chan *Command
 	cb   func(*Command, error)
-	tm   *time.Timer
+	// tm is the async timeout. InvokeAsync sets it after the call is
+	// registered, so a close or response may already be finishing the call
+	// from the read loop: hence atomic.
+	tm atomic.Pointer[time.Timer]
 }
 
 // connConfig carries the settings a Conn needs from its owner.
@@ -165,6 +169,8 @@ func (c *Conn) readLoop() {
 			var fe *FrameError
 			if errors.As(err, &fe) || errors.Is(err, ErrFrameTooLarge) {
 				c.logger.Warn("closing connection after a malformed frame", "err", err)
+			} else if errors.Is(err, io.ErrUnexpectedEOF) {
+				c.logger.Info("peer closed the connection in the middle of a frame")
 			}
 			break
 		}
@@ -196,8 +202,8 @@ func (c *Conn) complete(resp *Command) {
 }
 
 func (cl *call) finish(resp *Command, err error) {
-	if cl.tm != nil {
-		cl.tm.Stop()
+	if tm := cl.tm.Load(); tm != nil {
+		tm.Stop()
 	}
 	if cl.cb != nil {
 		// Never in the read loop: a callback that invokes again on this
@@ -331,14 +337,15 @@ func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, cb func(*Command
 		return
 	}
 	opaque := req.Opaque
-	cl.tm = time.AfterFunc(timeout, func() {
+	tm := time.AfterFunc(timeout, func() {
 		if c.forget(opaque) {
 			cb(nil, fmt.Errorf("%w: code %d to %s", ErrTimeout, req.Code, c.RemoteAddr()))
 		}
 	})
+	cl.tm.Store(tm)
 	if err := c.Write(req); err != nil {
 		if c.forget(opaque) {
-			cl.tm.Stop()
+			tm.Stop()
 			go cb(nil, err)
 		}
 	}

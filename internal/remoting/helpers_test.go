@@ -1,11 +1,13 @@
 package remoting
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -117,11 +119,22 @@ func (l *logBuffer) String() string {
 }
 
 // waitFor polls until the log holds substr.
-func (l *logBuffer) waitFor(t testing.TB, substr string) {
+func (l *logBuffer) waitFor(t testing.TB, substr string) { l.waitForAfter(t, 0, substr) }
+
+// Len is how much has been logged so far; pass it to waitForAfter to look
+// only at what is logged from now on.
+func (l *logBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Len()
+}
+
+// waitForAfter polls until the log written after offset holds substr.
+func (l *logBuffer) waitForAfter(t testing.TB, offset int, substr string) {
 	t.Helper()
 	testutil.Eventually(t, 5*time.Second, func() error {
-		if !strings.Contains(l.String(), substr) {
-			return fmt.Errorf("log has no %q:\n%s", substr, l.String())
+		if tail := l.String()[offset:]; !strings.Contains(tail, substr) {
+			return fmt.Errorf("log has no %q:\n%s", substr, tail)
 		}
 		return nil
 	})
@@ -181,3 +194,6 @@ func invokeCtx(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// newBufReader wraps r for ReadFrame.
+func newBufReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }

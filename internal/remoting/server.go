@@ -172,6 +172,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	s.conns[c] = struct{}{}
 	hooks := append([]func(*Conn){}, s.onConn...)
+	// Counted while closing is known to be false: once Close has set it,
+	// its wg.Wait may be running and no Add from zero is allowed.
+	s.wg.Add(1)
 	s.mu.Unlock()
 	c.OnClose(func(c *Conn) {
 		s.mu.Lock()
@@ -181,7 +184,6 @@ func (s *Server) serveConn(nc net.Conn) {
 	for _, fn := range hooks {
 		fn(c)
 	}
-	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		c.readLoop()

@@ -14,10 +14,10 @@ import (
 // max offset. Recovery verifies the commit log from CommitLogFlushed on. After
 // a clean Close it is exact (CommitLogFlushed is the end of the log).
 type checkpoint struct {
-	Version          int                         `json:"version"`
-	CommitLogFlushed int64                       `json:"commitLogFlushed"`
-	WrittenAt        int64                       `json:"writtenAt"` // wall clock, ms
-	ConsumeQueues    map[string]map[int32]int64  `json:"consumeQueues"`
+	Version          int                        `json:"version"`
+	CommitLogFlushed int64                      `json:"commitLogFlushed"`
+	WrittenAt        int64                      `json:"writtenAt"` // wall clock, ms
+	ConsumeQueues    map[string]map[int32]int64 `json:"consumeQueues"`
 }
 
 const checkpointVersion = 1

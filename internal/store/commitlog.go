@@ -154,6 +154,9 @@ func (cl *commitLog) reserveLocked(n int) (*segment, int64, error) {
 		return nil, 0, fmt.Errorf("store: write end-of-segment marker in %s: %w", g.path, err)
 	}
 	g.sealTime()
+	// A sealed segment's key index is complete; write it now rather than at
+	// the next checkpoint (a failure is retried there).
+	g.index.flush()
 	// The marker is part of the log: publishing the roll lets the flusher
 	// cover the old segment's tail.
 	cl.writePos.Store(ng.start)

@@ -16,6 +16,10 @@ import (
 // size int32, tag hash int64, big-endian (RocketMQ's CQ_STORE_UNIT_SIZE).
 const cqEntrySize = 20
 
+// cqTailFlushEntries is how many entries a queue gathers in memory before
+// they are written to its file.
+const cqTailFlushEntries = 1024
+
 // cqEntry is a decoded consume-queue entry.
 type cqEntry struct {
 	phys int64
@@ -52,11 +56,12 @@ type cqFile struct {
 // consumeQueue indexes one topic/queue: entry q is the q-th message of the
 // queue. Files hold perFile entries each and grow as written.
 //
-// Concurrency: appends and truncations run under Store.putMu (or alone in
-// recovery); mu guards the files slice against appends that add a file and
-// retention that removes old ones; readers take mu shared to pick a file and
-// read with ReadAt below maxOffset, which is published after the entry bytes
-// are written.
+// Concurrency: appends run under Store.putMu and publish by storing
+// maxOffset after the entry is in the tail; readers never look past
+// maxOffset. tailMu guards the in-memory tail and every write to the files;
+// mu guards the files slice (appends that add a file, retention that removes
+// old ones). Readers take tailMu or mu only to copy from the tail or to pick
+// a file, then read with ReadAt. Truncation and reset happen in recovery only.
 type consumeQueue struct {
 	topic   string
 	queueID int32
@@ -68,6 +73,16 @@ type consumeQueue struct {
 
 	minOffset atomic.Int64 // first readable entry (older ones point at deleted segments)
 	maxOffset atomic.Int64 // next entry to be written
+
+	// The tail: entries [tailStart, maxOffset) are kept in memory and written
+	// to the files in one batch once cqTailFlushEntries have gathered, at a
+	// checkpoint, or before a truncation. Appends then cost no syscall, and
+	// readers of the newest entries copy them from here. Entries below
+	// tailStart are in the files. tailMu guards tail, tailStart and writes
+	// to the files.
+	tailMu    sync.Mutex
+	tail      []byte
+	tailStart int64
 
 	// lastPhysEnd is the end of the record the last entry points at.
 	// Caller holds Store.putMu (or runs recovery).
@@ -162,6 +177,7 @@ func loadConsumeQueue(root, topic string, queueID int32, perFile int, log func(m
 		break
 	}
 	q.maxOffset.Store(end)
+	q.tailStart = end
 	// The first readable entry: skip a hole of blank entries (a rebuilt
 	// queue), found by binary search since holes only form a prefix.
 	first := q.files[0]
@@ -238,30 +254,43 @@ func (q *consumeQueue) fileForLocked(off int64) *cqFile {
 	return q.files[i]
 }
 
-// entryAt reads entry off (no bounds check against min/max).
+// entryAt reads entry off, which must be below the max offset.
 func (q *consumeQueue) entryAt(off int64) (cqEntry, error) {
 	var b [cqEntrySize]byte
-	f := q.fileFor(off)
-	if f == nil {
-		return cqEntry{}, fmt.Errorf("%w: consume queue %s/%d has no file for offset %d", ErrNotFound, q.topic, q.queueID, off)
+	n, err := q.readEntries(off, b[:])
+	if err != nil {
+		return cqEntry{}, err
 	}
-	if _, err := f.file.ReadAt(b[:], (off-f.start)*cqEntrySize); err != nil {
-		return cqEntry{}, fmt.Errorf("%w: consume queue %s/%d offset %d: %v", ErrNotFound, q.topic, q.queueID, off, err)
+	if n == 0 {
+		return cqEntry{}, fmt.Errorf("%w: consume queue %s/%d has no entry %d", ErrNotFound, q.topic, q.queueID, off)
 	}
 	return getCQEntry(b[:]), nil
 }
 
 // readEntries reads entries from `from` into buf (a multiple of 20 bytes),
-// stopping at the max offset and at the end of from's file, and returns how
-// many it read.
+// stopping at the max offset, at the end of from's file and at the boundary
+// between file and tail, and returns how many it read.
 func (q *consumeQueue) readEntries(from int64, buf []byte) (int, error) {
 	n := int64(len(buf) / cqEntrySize)
 	if max := q.maxOffset.Load(); from+n > max {
 		n = max - from
 	}
-	if n <= 0 {
+	if n <= 0 || from < 0 {
 		return 0, nil
 	}
+	q.tailMu.Lock()
+	if ts := q.tailStart; from >= ts {
+		avail := int64(len(q.tail)/cqEntrySize) - (from - ts)
+		n = min(n, avail)
+		if n > 0 {
+			copy(buf, q.tail[(from-ts)*cqEntrySize:(from-ts+n)*cqEntrySize])
+		}
+		q.tailMu.Unlock()
+		return int(max(n, 0)), nil
+	} else if from+n > ts {
+		n = ts - from
+	}
+	q.tailMu.Unlock()
 	f := q.fileFor(from)
 	if f == nil {
 		return 0, fmt.Errorf("%w: consume queue %s/%d has no file for offset %d", ErrNotFound, q.topic, q.queueID, from)
@@ -281,11 +310,49 @@ func (q *consumeQueue) nextFileStart(off int64) int64 {
 	return off - off%q.perFile + q.perFile
 }
 
-// writeLocked writes encoded entries for offsets first, first+1, … creating
-// files as needed. Nothing is published. Caller holds Store.putMu.
-func (q *consumeQueue) writeLocked(first int64, entries []byte) error {
+// appendLocked adds encoded entries for offsets first, first+1, … to the
+// tail; nothing is visible before publishLocked. The entries are kept even
+// when writing a full tail to the files fails: the error is returned for
+// the log, and the write is retried by the next flush. Caller holds
+// Store.putMu (or runs recovery).
+func (q *consumeQueue) appendLocked(first int64, entries []byte) error {
+	q.tailMu.Lock()
+	defer q.tailMu.Unlock()
+	if want := q.tailStart + int64(len(q.tail)/cqEntrySize); first != want {
+		return fmt.Errorf("store: consume queue %s/%d: entry %d appended where %d was expected", q.topic, q.queueID, first, want)
+	}
+	q.tail = append(q.tail, entries...)
+	if len(q.tail) >= cqTailFlushEntries*cqEntrySize {
+		return q.flushTailLocked()
+	}
+	return nil
+}
+
+// flushTail writes the tail to the files.
+func (q *consumeQueue) flushTail() error {
+	q.tailMu.Lock()
+	defer q.tailMu.Unlock()
+	return q.flushTailLocked()
+}
+
+// flushTailLocked writes the tail to the files. Caller holds tailMu.
+func (q *consumeQueue) flushTailLocked() error {
+	if len(q.tail) == 0 {
+		return nil
+	}
+	if err := q.writeFiles(q.tailStart, q.tail); err != nil {
+		return err
+	}
+	q.tailStart += int64(len(q.tail) / cqEntrySize)
+	q.tail = q.tail[:0] // readers copy under tailMu, so the array is reusable
+	return nil
+}
+
+// writeFiles writes encoded entries for offsets first, first+1, … to the
+// files, creating them as needed. Caller holds tailMu.
+func (q *consumeQueue) writeFiles(first int64, entries []byte) error {
 	for len(entries) > 0 {
-		f, err := q.fileForWriteLocked(first)
+		f, err := q.fileForWrite(first)
 		if err != nil {
 			return err
 		}
@@ -299,9 +366,9 @@ func (q *consumeQueue) writeLocked(first int64, entries []byte) error {
 	return nil
 }
 
-// fileForWriteLocked returns the file for entry off, creating it (and the
-// queue directory) when off starts a new file. Caller holds Store.putMu.
-func (q *consumeQueue) fileForWriteLocked(off int64) (*cqFile, error) {
+// fileForWrite returns the file for entry off, creating it (and the queue
+// directory) when off starts a new file. Caller holds tailMu.
+func (q *consumeQueue) fileForWrite(off int64) (*cqFile, error) {
 	if f := q.fileFor(off); f != nil {
 		return f, nil
 	}
@@ -346,6 +413,12 @@ func (q *consumeQueue) truncateTo(off int64) error {
 	if off >= q.maxOffset.Load() {
 		return nil
 	}
+	q.tailMu.Lock()
+	defer q.tailMu.Unlock()
+	if err := q.flushTailLocked(); err != nil {
+		return err
+	}
+	q.tailStart = min(q.tailStart, off)
 	q.mu.Lock()
 	var keep []*cqFile
 	var drop []*cqFile
@@ -430,12 +503,17 @@ func (q *consumeQueue) correctMin(clMin int64) (int, error) {
 	return deleted, nil
 }
 
-// sync fsyncs the files holding entries written since the last sync and
-// returns the max offset it covered. Caller holds Store.maintMu.
+// sync writes the tail, fsyncs the files holding entries added since the
+// last sync and returns the max offset it covered. Caller holds
+// Store.maintMu.
 func (q *consumeQueue) sync() (int64, error) {
 	max := q.maxOffset.Load()
 	if max <= q.syncedOffset {
 		return max, nil
+	}
+	// Entries below max are in the tail at least (published after append).
+	if err := q.flushTail(); err != nil {
+		return 0, err
 	}
 	q.mu.RLock()
 	var files []*cqFile
@@ -476,6 +554,9 @@ func (q *consumeQueue) resetTo(off int64) error {
 			return err
 		}
 	}
+	q.tailMu.Lock()
+	q.tail, q.tailStart = nil, off
+	q.tailMu.Unlock()
 	q.minOffset.Store(off)
 	q.maxOffset.Store(off)
 	q.syncedOffset = off

@@ -15,7 +15,7 @@ import (
 type flushState struct {
 	syncMu sync.Mutex // serialises flushes so flushedPos only grows
 
-	mu sync.Mutex    // guards done
+	mu   sync.Mutex    // guards done
 	done chan struct{} // closed (and replaced) after every flush attempt
 
 	wake   chan struct{} // cap 1: a sync put asks for a flush

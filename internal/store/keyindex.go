@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -17,16 +18,26 @@ import (
 // (uint64) and the record's commit-log offset (int64), big-endian.
 const keyIndexEntrySize = 16
 
+// keyIndexFlushBytes is how many bytes of entries a key index gathers in
+// memory before writing them.
+const keyIndexFlushBytes = 64 << 10
+
 // keyIndex is a segment's sidecar file listing, in commit-log order, a hash
-// of every key (KEYS words and UNIQ_KEY) of the segment's records. It is
-// written under Store.putMu, fsynced by the checkpoint, repaired by recovery
-// like the consume queues and deleted with its segment. A lookup scans it for
-// the hash and confirms each candidate against the record itself.
+// of every key (KEYS words and UNIQ_KEY) of the segment's records. Entries
+// gather in memory and are written in batches (when 64 KiB have gathered,
+// when the segment is sealed, at every checkpoint); lookups see both. It is
+// fsynced by the checkpoint, repaired by recovery like the consume queues and
+// deleted with its segment. A lookup scans it for the hash and confirms each
+// candidate against the record itself.
 type keyIndex struct {
-	path  string
-	file  *os.File
-	size  atomic.Int64 // bytes of complete, published entries
-	dirty atomic.Bool  // appended since the last sync
+	path string
+	file *os.File
+
+	mu      sync.Mutex // guards pending, written and writes to the file
+	pending []byte     // entries not yet written
+	written int64      // bytes of complete entries in the file
+
+	dirty atomic.Bool // written since the last fsync
 }
 
 func openKeyIndex(path string, create bool) (*keyIndex, error) {
@@ -44,7 +55,7 @@ func openKeyIndex(path string, create bool) (*keyIndex, error) {
 		f.Close()
 		return nil, err
 	}
-	x.size.Store(st.Size() - st.Size()%keyIndexEntrySize)
+	x.written = st.Size() - st.Size()%keyIndexEntrySize
 	return x, nil
 }
 
@@ -92,28 +103,48 @@ func appendKeyEntries(dst []byte, hashes []uint64, off int64) []byte {
 	return dst
 }
 
-// appendLocked writes entries at the end. Caller holds Store.putMu; the
-// size is published by the caller via publish once the whole put succeeded.
+// appendLocked adds entries; lookups see them at once. The entries are
+// kept even if writing a full buffer fails (the error is returned for the
+// log; the next flush retries). Caller holds Store.putMu (or runs recovery).
 func (x *keyIndex) appendLocked(entries []byte) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	if _, err := x.file.WriteAt(entries, x.size.Load()); err != nil {
-		return fmt.Errorf("store: write key index %s: %w", x.path, err)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.pending = append(x.pending, entries...)
+	if len(x.pending) >= keyIndexFlushBytes {
+		return x.writePendingLocked()
 	}
 	return nil
 }
 
-// publish makes n more bytes visible to lookups.
-func (x *keyIndex) publish(n int) {
-	if n > 0 {
-		x.size.Add(int64(n))
-		x.dirty.Store(true)
+// writePendingLocked writes the gathered entries. Caller holds mu.
+func (x *keyIndex) writePendingLocked() error {
+	if len(x.pending) == 0 {
+		return nil
 	}
+	if _, err := x.file.WriteAt(x.pending, x.written); err != nil {
+		return fmt.Errorf("store: write key index %s: %w", x.path, err)
+	}
+	x.written += int64(len(x.pending))
+	x.pending = x.pending[:0]
+	x.dirty.Store(true)
+	return nil
 }
 
-// sync fsyncs the file if entries were appended since the last sync.
+// flush writes the gathered entries.
+func (x *keyIndex) flush() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.writePendingLocked()
+}
+
+// sync writes the gathered entries and fsyncs the file if it changed.
 func (x *keyIndex) sync() error {
+	if err := x.flush(); err != nil {
+		return err
+	}
 	if !x.dirty.Swap(false) {
 		return nil
 	}
@@ -127,7 +158,12 @@ func (x *keyIndex) sync() error {
 // truncateFrom drops every entry for a record at or past off (recovery
 // re-adds them from the commit log) and returns how many it dropped.
 func (x *keyIndex) truncateFrom(off int64) (int, error) {
-	size := x.size.Load()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.writePendingLocked(); err != nil {
+		return 0, err
+	}
+	size := x.written
 	n := size / keyIndexEntrySize
 	var e [keyIndexEntrySize]byte
 	keep := n
@@ -150,13 +186,16 @@ func (x *keyIndex) truncateFrom(off int64) (int, error) {
 			return 0, fmt.Errorf("store: truncate key index %s: %w", x.path, err)
 		}
 	}
-	x.size.Store(keep * keyIndexEntrySize)
+	x.written = keep * keyIndexEntrySize
 	return int(n - keep), nil
 }
 
 // scan calls fn with the offset of every entry whose hash is h.
 func (x *keyIndex) scan(h uint64, fn func(off int64)) error {
-	size := x.size.Load()
+	x.mu.Lock()
+	size := x.written
+	pending := append([]byte(nil), x.pending...)
+	x.mu.Unlock()
 	buf := make([]byte, 64<<10)
 	for pos := int64(0); pos < size; {
 		n := min(int64(len(buf)), size-pos)
@@ -172,6 +211,11 @@ func (x *keyIndex) scan(h uint64, fn func(off int64)) error {
 			}
 		}
 		pos += n
+	}
+	for i := 0; i+keyIndexEntrySize <= len(pending); i += keyIndexEntrySize {
+		if binary.BigEndian.Uint64(pending[i:]) == h {
+			fn(int64(binary.BigEndian.Uint64(pending[i+8:])))
+		}
 	}
 	return nil
 }

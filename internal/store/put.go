@@ -149,11 +149,12 @@ func (s *Store) put(ctx context.Context, ms []*protocol.MessageExt) (PutResult, 
 	return res, nil
 }
 
-// appendLocked writes the encoded records to the commit log, their entries
-// to the consume queue and key index, and then publishes them: the write
-// position first, the queue's max offset second, so a reader that sees an
-// entry can read its record. On error nothing is published and the next
-// append overwrites whatever was written. Caller holds putMu.
+// appendLocked writes the encoded records to the commit log, adds their
+// entries to the consume queue and key index, and then publishes them: the
+// write position first, the queue's max offset second, so a reader that sees
+// an entry can read its record. If the commit-log write fails nothing is
+// published and the next append overwrites whatever was written. Caller holds
+// putMu.
 func (s *Store) appendLocked(topic string, queueID int32, buf []byte, recs []pendingRecord) (base, q0, ts int64, err error) {
 	if s.closed.Load() {
 		return 0, 0, 0, ErrClosed
@@ -184,16 +185,21 @@ func (s *Store) appendLocked(topic string, queueID int32, buf []byte, recs []pen
 	if _, err := g.file.WriteAt(buf, base-g.start); err != nil {
 		return 0, 0, 0, fmt.Errorf("store: write commit log %s: %w", g.path, err)
 	}
-	if err := cq.writeLocked(q0, entries); err != nil {
-		return 0, 0, 0, err
-	}
-	if err := g.index.appendLocked(keys); err != nil {
-		return 0, 0, 0, err
-	}
+	// From here the put succeeds: the entries are kept in memory even if
+	// writing them to their files fails, and the checkpoint retries.
+	s.noteDerivedWrite(cq.appendLocked(q0, entries))
+	s.noteDerivedWrite(g.index.appendLocked(keys))
 	end := base + int64(len(buf))
 	g.noteStoreTime(ts)
 	s.cl.writePos.Store(end)
 	cq.publishLocked(q0+int64(len(recs)), end)
-	g.index.publish(len(keys))
 	return base, q0, ts, nil
+}
+
+// noteDerivedWrite logs the first failure to write consume-queue or
+// key-index files (they are retried; the data is in the commit log).
+func (s *Store) noteDerivedWrite(err error) {
+	if err != nil && !s.derivedFailing.Swap(true) {
+		s.log.Error("writing consume-queue or key-index files failed; entries stay in memory and are retried", "err", err)
+	}
 }

@@ -343,10 +343,22 @@ func (r *recoveryScan) validRecordAt(g *segment, rel, fileSize int64) (*protocol
 		return nil, false
 	}
 	m, _, err := protocol.DecodeStoredMessage(buf, false, true)
-	if err != nil || m.CommitLogOffset != g.start+rel {
+	if err != nil || m.CommitLogOffset != g.start+rel || checkRecordFields(m) != nil {
 		return nil, false
 	}
 	return m, true
+}
+
+// checkRecordFields checks what the body CRC does not cover but dispatch
+// relies on: a valid topic name and queue id.
+func checkRecordFields(m *protocol.MessageExt) error {
+	if err := protocol.ValidateTopic(m.Topic); err != nil {
+		return fmt.Errorf("record has an invalid topic: %v", err)
+	}
+	if m.QueueID < 0 || m.QueueOffset < 0 {
+		return fmt.Errorf("record has queue id %d and queue offset %d", m.QueueID, m.QueueOffset)
+	}
+	return nil
 }
 
 // scan verifies and re-dispatches records from start and returns the end of
@@ -420,6 +432,11 @@ func (r *recoveryScan) scan(start int64) (int64, error) {
 			}
 			if m.CommitLogOffset != g.start+rel {
 				return r.bad(i, rel, fmt.Sprintf("record claims commit-log offset %d", m.CommitLogOffset))
+			}
+			// The CRC covers only the body; a damaged topic must not become
+			// a directory name.
+			if err := checkRecordFields(m); err != nil {
+				return r.bad(i, rel, err.Error())
 			}
 			if err := r.dispatch(g, m, g.start+rel, int32(total)); err != nil {
 				return 0, err
@@ -559,7 +576,6 @@ func (r *recoveryScan) dispatch(g *segment, m *protocol.MessageExt, pos int64, s
 	if err := g.index.appendLocked(keys); err != nil {
 		return err
 	}
-	g.index.publish(len(keys))
 
 	q := s.queue(m.Topic, m.QueueID)
 	if q == nil {
@@ -600,7 +616,7 @@ func (r *recoveryScan) dispatch(g *segment, m *protocol.MessageExt, pos int64, s
 	tags, _ := protocol.Property(m.Properties, protocol.PropertyTags)
 	var e [cqEntrySize]byte
 	putCQEntry(e[:], cqEntry{phys: pos, size: size, tags: protocol.TagsHashCode(tags)})
-	if err := q.writeLocked(off, e[:]); err != nil {
+	if err := q.appendLocked(off, e[:]); err != nil {
 		return err
 	}
 	q.publishLocked(off+1, pos+int64(size))

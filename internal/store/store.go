@@ -40,6 +40,13 @@ type Store struct {
 
 	// maintMu serialises checkpoints, retention, DeleteTopic and Close.
 	maintMu sync.Mutex
+	// lastCheckpoint summarises the last checkpoint written, so an idle
+	// store does not rewrite it every second. Guarded by maintMu.
+	lastCheckpoint [3]int64
+
+	// derivedFailing is set while consume-queue or key-index writes fail
+	// (logged once); a successful checkpoint clears it.
+	derivedFailing atomic.Bool
 
 	offsets *offsetTable
 	metaMu  sync.Mutex // serialises metadata file writes and reads
@@ -253,7 +260,25 @@ func (s *Store) checkpointLocked() error {
 			return err
 		}
 	}
-	return writeCheckpoint(s.dir, cp)
+	var queues, sum int64
+	for _, m := range cp.ConsumeQueues {
+		for _, max := range m {
+			queues++
+			sum += max
+		}
+	}
+	summary := [3]int64{flushed, queues, sum}
+	if summary == s.lastCheckpoint && fileExists(checkpointPath(s.dir)) {
+		return nil
+	}
+	if err := writeCheckpoint(s.dir, cp); err != nil {
+		return err
+	}
+	s.lastCheckpoint = summary
+	if s.derivedFailing.Swap(false) {
+		s.log.Info("consume-queue and key-index files are written again")
+	}
+	return nil
 }
 
 // queue returns the consume queue of topic/queueID, or nil.

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/broker"
+)
+
+func init() {
+	register(command{
+		name:    "broker",
+		summary: "broker: stores messages, serves producers and consumers, registers with every IDC's name servers",
+		run:     runBroker,
+	})
+}
+
+const brokerSynopsis = "--listen ADDR --idc NAME --name BROKER_NAME [--id 0] [--cluster DefaultCluster] --data DIR\n" +
+	"       (--addrsrv URL[,URL] | --namesrv 'ADDR;ADDR') [--flush async|sync] [--heartbeat-interval 1s] [flags]"
+
+// brokerAbout is printed by --help between the synopsis and the flags.
+const brokerAbout = `Serves RocketMQ's broker protocol (send, pull with long polling, consumer
+offsets, heartbeats, topic admin) so stock RocketMQ clients work unmodified,
+and keeps messages in --data. It registers with every name server of every
+IDC: those given with --namesrv plus every one the address servers of
+--addrsrv list (alive or not, re-read every 5 s), with a light heartbeat
+every --heartbeat-interval and the full topic table at start, on every
+topic change and every --register-interval. Its IDC is registered as the
+broker's zoneName. See docs/broker.md.
+
+A RocketMQ broker.conf is accepted as --config: brokerClusterName, brokerName,
+brokerId, namesrvAddr, listenPort, brokerIP1, storePathRootDir, flushDiskType,
+autoCreateTopicEnable, maxMessageSize, mappedFileSizeCommitLog,
+fileReservedTime (hours), diskMaxUsedSpaceRatio (percent) and
+registerNameServerPeriod (ms) are converted; deleteWhen and brokerRole
+(masters only) are ignored with a warning.
+
+Prints "broker listening on ADDR idc=IDC name=NAME" on stdout once it
+serves; stops cleanly on SIGINT/SIGTERM (unregistering first).
+`
+
+// brokerAliases maps RocketMQ broker.conf keys with the same meaning and
+// unit as a zonemq flag. Keys whose unit differs are converted by
+// brokerConfConversions.
+var brokerAliases = map[string]string{
+	"brokerClusterName":       "cluster",
+	"brokerName":              "name",
+	"brokerId":                "id",
+	"namesrvAddr":             "namesrv",
+	"storePathRootDir":        "data",
+	"flushDiskType":           "flush",
+	"autoCreateTopicEnable":   "auto-create-topic",
+	"maxMessageSize":          "max-message-size",
+	"mappedFileSizeCommitLog": "segment-size",
+	"mapedFileSizeCommitLog":  "segment-size", // RocketMQ 4's spelling
+}
+
+// brokerConfConversions holds the RocketMQ broker.conf keys whose value
+// needs converting. They are hidden flags (so the config file can set
+// them); their values are applied after parsing unless the target flag was
+// given on the command line.
+type brokerConfConversions struct {
+	listenPort            string // port only: joined with --listen's host
+	brokerIP1             string // host only: joined with --listen's port
+	fileReservedHours     string // hours → --file-reserved-time
+	diskMaxUsedPercent    string // percent → --disk-max-used-ratio
+	registerPeriodMillis  string // ms → --register-interval
+	heartbeatPeriodMillis string // ms → --heartbeat-interval (brokerHeartbeatInterval)
+	ignored               []string
+	brokerRole            string
+}
+
+// brokerArgs is the parsed command line.
+type brokerArgs struct {
+	opts     broker.Options
+	logLevel string
+	warnings []string // ignored broker.conf keys, printed once the logger exists
+}
+
+// parseBrokerArgs turns the command line (and --config file) into broker
+// options.
+func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
+	opts := broker.NewOptions()
+	opts.Listen = "127.0.0.1:10911"
+	fs := newFlagSet("broker", brokerSynopsis, stderr)
+	hidden := map[string]bool{}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: zonemq broker %s\n\n%s\nFlags:\n", brokerSynopsis, brokerAbout)
+		visible := flag.NewFlagSet("", flag.ContinueOnError)
+		visible.SetOutput(stderr)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !hidden[f.Name] {
+				visible.Var(f.Value, f.Name, f.Usage)
+				visible.Lookup(f.Name).DefValue = f.DefValue
+			}
+		})
+		visible.PrintDefaults()
+	}
+
+	fs.StringVar(&opts.Listen, "listen", opts.Listen,
+		"`host:port` to serve clients and name servers on; registered as the broker's\n"+
+			"address (an unspecified host advertises the first non-loopback IPv4)")
+	fs.StringVar(&opts.IDC, "idc", "", "the IDC this broker runs in; registered as its zoneName (required)")
+	fs.StringVar(&opts.BrokerName, "name", "", "the broker `name` (required; config alias brokerName)")
+	fs.Int64Var(&opts.BrokerID, "id", opts.BrokerID, "broker `id`, 0 for a master (config alias brokerId)")
+	fs.StringVar(&opts.Cluster, "cluster", opts.Cluster, "cluster `name` to register in (config alias brokerClusterName)")
+	fs.StringVar(&opts.DataDir, "data", "", "data `directory` (commit log, queues, offsets, metadata); created if\n"+
+		"missing (required; config alias storePathRootDir)")
+	addrsrv := fs.String("addrsrv", "", "address-server base `URLs`, comma-separated (http://127.0.1.1:18080):\n"+
+		"register with every name server they list")
+	namesrv := fs.String("namesrv", "", "name-server `addresses`, ';'-separated ('127.0.1.1:9876;127.0.2.1:9876')\n"+
+		"(config alias namesrvAddr); at least one of --addrsrv and --namesrv is required")
+	flush := fs.String("flush", "async", "`mode` async (fsync every 500ms) or sync (acknowledge after fsync)\n"+
+		"(config alias flushDiskType: ASYNC_FLUSH, SYNC_FLUSH)")
+	fs.DurationVar(&opts.HeartbeatInterval, "heartbeat-interval", opts.HeartbeatInterval,
+		"period of the light BROKER_HEARTBEAT to each name server")
+	fs.DurationVar(&opts.RegisterInterval, "register-interval", opts.RegisterInterval,
+		"period of the full REGISTER_BROKER with every topic (config alias\n"+
+			"registerNameServerPeriod, in ms)")
+	fs.BoolVar(&opts.AutoCreateTopic, "auto-create-topic", opts.AutoCreateTopic,
+		"create a topic on its first send (config alias autoCreateTopicEnable)")
+	fs.IntVar(&opts.MaxMessageSize, "max-message-size", opts.MaxMessageSize,
+		"largest message body accepted, in `bytes` (config alias maxMessageSize)")
+	fs.DurationVar(&opts.FileReservedTime, "file-reserved-time", opts.FileReservedTime,
+		"keep commit-log segments this long (config alias fileReservedTime, in hours)")
+	fs.Float64Var(&opts.DiskMaxUsedRatio, "disk-max-used-ratio", opts.DiskMaxUsedRatio,
+		"refuse sends above this used share of the disk, 0..1 (config alias\n"+
+			"diskMaxUsedSpaceRatio, in percent)")
+	fs.Int64Var(&opts.SegmentSize, "segment-size", opts.SegmentSize,
+		"commit-log segment size in `bytes`, fixed per data directory (config alias\n"+
+			"mappedFileSizeCommitLog)")
+	fs.DurationVar(&opts.LongPollingMax, "long-polling-max", opts.LongPollingMax,
+		"longest a pull waits for a message (kept below the clients' 30s RPC timeout)")
+	fs.DurationVar(&opts.ChannelExpiry, "channel-expiry", opts.ChannelExpiry,
+		"drop a client that sent no heartbeat this long")
+	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	fs.String("config", "",
+		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
+			"keys ('#' comments); flags given on the command line win")
+
+	var conv brokerConfConversions
+	hide := func(name string, dst *string) {
+		hidden[name] = true
+		fs.Func(name, "RocketMQ broker.conf key", func(v string) error { *dst = v; return nil })
+	}
+	hide("listenPort", &conv.listenPort)
+	hide("brokerIP1", &conv.brokerIP1)
+	hide("fileReservedTime", &conv.fileReservedHours)
+	hide("diskMaxUsedSpaceRatio", &conv.diskMaxUsedPercent)
+	hide("registerNameServerPeriod", &conv.registerPeriodMillis)
+	hide("brokerHeartbeatInterval", &conv.heartbeatPeriodMillis)
+	hide("brokerRole", &conv.brokerRole)
+	for _, k := range []string{"deleteWhen", "brokerIP2", "haListenPort", "storePathCommitLog", "storePathConsumeQueue", "storePathIndex"} {
+		hidden[k] = true
+		fs.Func(k, "ignored RocketMQ broker.conf key", func(string) error { conv.ignored = append(conv.ignored, k); return nil })
+	}
+
+	if err := parseFlags(fs, args, brokerAliases); err != nil {
+		return nil, err
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	ba := &brokerArgs{logLevel: *logLevel}
+	if err := conv.apply(&opts, explicit, ba); err != nil {
+		return nil, err
+	}
+
+	if *namesrv != "" {
+		for _, a := range strings.FieldsFunc(*namesrv, func(r rune) bool { return r == ';' || r == ',' }) {
+			if a = strings.TrimSpace(a); a != "" {
+				opts.NamesrvAddrs = append(opts.NamesrvAddrs, a)
+			}
+		}
+	}
+	if *addrsrv != "" {
+		for _, u := range strings.Split(*addrsrv, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				opts.AddrsrvURLs = append(opts.AddrsrvURLs, u)
+			}
+		}
+	}
+	mode, err := broker.ParseFlushMode(*flush)
+	if err != nil {
+		return nil, usagef("--flush: %v", err)
+	}
+	opts.Flush = mode
+	switch {
+	case opts.IDC == "":
+		return nil, usagef("--idc is required (the IDC this broker runs in)")
+	case opts.BrokerName == "":
+		return nil, usagef("--name is required (the broker name)")
+	case opts.DataDir == "":
+		return nil, usagef("--data is required (the data directory)")
+	case len(opts.NamesrvAddrs) == 0 && len(opts.AddrsrvURLs) == 0:
+		return nil, usagef("one of --addrsrv and --namesrv is required")
+	}
+	ba.opts = opts
+	return ba, nil
+}
+
+// apply converts the RocketMQ values into opts, skipping any whose target
+// flag was given on the command line.
+func (c *brokerConfConversions) apply(opts *broker.Options, explicit map[string]bool, ba *brokerArgs) error {
+	if (c.listenPort != "" || c.brokerIP1 != "") && !explicit["listen"] {
+		host, port, err := net.SplitHostPort(opts.Listen)
+		if err != nil {
+			return usagef("--listen %q: %v", opts.Listen, err)
+		}
+		if c.listenPort != "" {
+			if _, err := strconv.ParseUint(c.listenPort, 10, 16); err != nil {
+				return usagef("config listenPort=%q is not a port", c.listenPort)
+			}
+			port = c.listenPort
+		}
+		if c.brokerIP1 != "" {
+			host = c.brokerIP1
+		}
+		opts.Listen = net.JoinHostPort(host, port)
+	}
+	if c.fileReservedHours != "" && !explicit["file-reserved-time"] {
+		h, err := strconv.ParseFloat(c.fileReservedHours, 64)
+		if err != nil || h <= 0 {
+			return usagef("config fileReservedTime=%q is not a number of hours", c.fileReservedHours)
+		}
+		opts.FileReservedTime = time.Duration(h * float64(time.Hour))
+	}
+	if c.diskMaxUsedPercent != "" && !explicit["disk-max-used-ratio"] {
+		p, err := strconv.ParseFloat(c.diskMaxUsedPercent, 64)
+		if err != nil || p <= 0 || p > 100 {
+			return usagef("config diskMaxUsedSpaceRatio=%q is not a percentage", c.diskMaxUsedPercent)
+		}
+		opts.DiskMaxUsedRatio = p / 100
+	}
+	millis := func(key, v string, dst *time.Duration, flagName string) error {
+		if v == "" || explicit[flagName] {
+			return nil
+		}
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			return usagef("config %s=%q is not a number of milliseconds", key, v)
+		}
+		*dst = time.Duration(ms) * time.Millisecond
+		return nil
+	}
+	if err := millis("registerNameServerPeriod", c.registerPeriodMillis, &opts.RegisterInterval, "register-interval"); err != nil {
+		return err
+	}
+	if err := millis("brokerHeartbeatInterval", c.heartbeatPeriodMillis, &opts.HeartbeatInterval, "heartbeat-interval"); err != nil {
+		return err
+	}
+	switch strings.ToUpper(c.brokerRole) {
+	case "", "ASYNC_MASTER", "SYNC_MASTER":
+		if c.brokerRole != "" {
+			ba.warnings = append(ba.warnings, "brokerRole="+c.brokerRole+" ignored: zonemq brokers are masters")
+		}
+	default:
+		return usagef("config brokerRole=%s: zonemq runs masters only (ASYNC_MASTER or SYNC_MASTER)", c.brokerRole)
+	}
+	for _, k := range c.ignored {
+		ba.warnings = append(ba.warnings, k+" ignored: zonemq has no such setting")
+	}
+	return nil
+}
+
+func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	ba, err := parseBrokerArgs(args, stderr)
+	if err != nil {
+		return err // a usage error, or flag.ErrHelp after --help
+	}
+	logger, err := newLogger(stderr, ba.logLevel)
+	if err != nil {
+		return err
+	}
+	for _, w := range ba.warnings {
+		logger.Warn("config: " + w)
+	}
+	ba.opts.Logger = logger
+	s, err := broker.New(ba.opts)
+	if err != nil {
+		if errors.Is(err, broker.ErrInvalidOptions) {
+			return usagef("%v", err)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "broker listening on %s idc=%s name=%s\n", s.Addr(), ba.opts.IDC, ba.opts.BrokerName)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	// Shutdown is bounded (1 s to unregister, 5 s to drain requests); this
+	// guard keeps the promise of stopping within 10 s even if it is not.
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		return errors.New("shutdown did not finish within 10s")
+	}
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/zonemq/zonemq/client"
+)
+
+// Environment variables that supply the defaults of the client flags, so a
+// shell can be pointed at one cluster once (ARCHITECTURE.md §6).
+const (
+	envAddrsrv = "ZONEMQ_ADDRSRV"
+	envNamesrv = "ZONEMQ_NAMESRV"
+	envIDC     = "ZONEMQ_IDC"
+)
+
+// clientFlags are the flags every client command (send, consume, admin)
+// shares: where the cluster is, which IDC the client lives in, and how
+// chatty the SDK may be on stderr.
+type clientFlags struct {
+	addrsrv  string
+	namesrv  string
+	idc      string
+	localIP  string
+	instance string
+	logLevel string
+}
+
+// addClientFlags registers the shared client flags on fs, their defaults
+// taken from the environment.
+func addClientFlags(fs *flag.FlagSet) *clientFlags {
+	f := &clientFlags{}
+	fs.StringVar(&f.addrsrv, "addrsrv", os.Getenv(envAddrsrv),
+		"address server base `URL`s, comma-separated, own IDC's first, e.g. http://127.0.1.1:18080\n"+
+			"(default $"+envAddrsrv+")")
+	fs.StringVar(&f.namesrv, "namesrv", os.Getenv(envNamesrv),
+		"name servers as 'HOST:PORT;HOST:PORT', used instead of (or until) an address server\n"+
+			"(default $"+envNamesrv+")")
+	fs.StringVar(&f.idc, "idc", os.Getenv(envIDC),
+		"the client's own IDC: its name servers and brokers are preferred (default $"+envIDC+")")
+	fs.StringVar(&f.localIP, "local-ip", "",
+		"local `IP` to bind outgoing connections to (default: none, the system picks)")
+	fs.StringVar(&f.instance, "instance", "",
+		"instance `name` in the client id ip@NAME@idc (default: pid#n)")
+	fs.StringVar(&f.logLevel, "log-level", "warn",
+		"SDK log `level` on stderr: debug, info, warn or error")
+	fs.String("config", "",
+		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
+			"flags given on the command line win")
+	return f
+}
+
+// config checks the shared flags and turns them into the SDK's
+// ClientConfig, its logger writing to stderr. Every error is a usage error.
+func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
+	var cfg client.ClientConfig
+	addrsrv := strings.TrimSpace(f.addrsrv)
+	namesrv := strings.TrimSpace(f.namesrv)
+	if addrsrv == "" && namesrv == "" {
+		return cfg, usagef("where is the cluster? give --addrsrv URL or --namesrv 'HOST:PORT;HOST:PORT' (or set $%s / $%s)",
+			envAddrsrv, envNamesrv)
+	}
+	if addrsrv != "" {
+		cfg.AddrsrvURLs = []string{addrsrv}
+	}
+	if namesrv != "" {
+		cfg.NamesrvAddrs = []string{namesrv}
+	}
+	if f.localIP != "" && net.ParseIP(f.localIP) == nil {
+		return cfg, usagef("--local-ip %q is not an IP address", f.localIP)
+	}
+	cfg.IDC = strings.TrimSpace(f.idc)
+	cfg.LocalIP = f.localIP
+	cfg.InstanceName = f.instance
+	logger, err := newLogger(stderr, f.logLevel)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Logger = logger.With("idc", cfg.IDC)
+	return cfg, nil
+}
+
+// clientError turns an SDK constructor's error into a usage error when it
+// is about the configuration (exit status 2), and leaves other errors be.
+func clientError(err error) error {
+	var ce *client.ConfigError
+	if errors.As(err, &ce) {
+		return usagef("%s", configFlagMessage(ce))
+	}
+	return err
+}
+
+// configFlagMessage names the command-line flag behind a ConfigError field,
+// so the user reads "--idc: …" rather than an SDK field name.
+func configFlagMessage(ce *client.ConfigError) string {
+	flagOf := map[string]string{
+		"AddrsrvURLs":          "--addrsrv",
+		"NamesrvAddrs":         "--namesrv",
+		"IDC":                  "--idc",
+		"LocalIP":              "--local-ip",
+		"InstanceName":         "--instance",
+		"Group":                "--group",
+		"Subscribe topic":      "--topic",
+		"Subscribe expression": "--tag",
+	}
+	if name, ok := flagOf[ce.Field]; ok {
+		return fmt.Sprintf("%s: %s", name, ce.Reason)
+	}
+	return ce.Error()
+}
+
+// checkOutput validates an --output value.
+func checkOutput(output string) error {
+	if output != "text" && output != "json" {
+		return usagef("--output must be text or json, got %q", output)
+	}
+	return nil
+}
+
+// oneLine flattens an error message for a one-line report.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// lineWriter writes whole lines, each with a single Write, so lines from
+// concurrent callers never interleave and a reader (a pipe, a script)
+// sees every line the moment it is printed: os.Stdout is unbuffered.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error // the first write error; later lines are dropped
+}
+
+// printJSON writes v as one line of JSON. HTML characters are left as
+// they are: the lines are read by people and scripts, not browsers.
+func (lw *lineWriter) printJSON(v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return lw.write(buf.Bytes())
+}
+
+// printf writes one formatted line; a newline is added.
+func (lw *lineWriter) printf(format string, a ...any) error {
+	return lw.write([]byte(fmt.Sprintf(format, a...) + "\n"))
+}
+
+func (lw *lineWriter) write(line []byte) error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if lw.err != nil {
+		return lw.err
+	}
+	if _, err := lw.w.Write(line); err != nil {
+		lw.err = fmt.Errorf("writing output: %w", err)
+	}
+	return lw.err
+}
+
+// parseQuiet is parseFlags for the client tools: a bad flag is reported in
+// one line (the caller prints it) instead of the flag package's message
+// followed by the whole flag list; --help still prints the list.
+func parseQuiet(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := parseFlags(fs, args, nil)
+	fs.SetOutput(stderr)
+	fs.Usage = usage
+	var ue *usageError
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		usage()
+	case errors.As(err, &ue):
+		return usagef("%s (%s --help lists the flags)", ue.msg, fs.Name())
+	}
+	return err
+}

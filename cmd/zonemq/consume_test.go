@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/devcluster"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// cliConsumeKeys runs consume to completion and returns the keys it printed
+// (sorted), checking every line's fields.
+func cliConsumeKeys(t *testing.T, c *devcluster.Cluster, n int, more ...string) []string {
+	t.Helper()
+	args := cliArgs(c, n, []string{"consume"}, append([]string{"--output", "json", "--duration", "20s"}, more...)...)
+	r := cli(t, args...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	var keys []string
+	for _, l := range cliJSONLines(t, r.stdout) {
+		for _, f := range []string{"ts", "key", "msgId", "topic", "broker", "brokerAddr", "idc", "queueId", "queueOffset", "body"} {
+			if _, ok := l[f]; !ok {
+				t.Fatalf("line %v has no %q", l, f)
+			}
+		}
+		key := l["key"].(string)
+		testutil.Equal(t, l["body"], any("hello from zonemq "+key))
+		testutil.True(t, strings.HasPrefix(l["idc"].(string), "idc"), "idc field", l)
+		testutil.Equal(t, l["broker"], any("broker-"+l["idc"].(string)))
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func cliKeys(prefix string, from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestCLIConsumeJSON(t *testing.T) {
+	c := cliCluster(t, 2)
+	r := cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "ConsT", "--count", "15", "--output", "json")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+
+	// A new group reads everything with --from first, and stops at --count.
+	keys := cliConsumeKeys(t, c, 1, "--topic", "ConsT", "--group", "G1", "--from", "first", "--count", "15")
+	testutil.Equal(t, strings.Join(keys, ","), strings.Join(cliKeys("P", 1, 15), ","))
+
+	// Its offsets were committed on the way out: the lag is 0.
+	r = cli(t, cliArgs(c, 1, []string{"admin", "group"}, "--group", "G1", "--topic", "ConsT", "--output", "json")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	var g struct {
+		TotalLag int64 `json:"totalLag"`
+		Queues   []struct {
+			IDC       string `json:"idc"`
+			Committed int64  `json:"committed"`
+			Max       int64  `json:"max"`
+		} `json:"queues"`
+	}
+	cliDecode(t, r.stdout, &g)
+	testutil.Equal(t, g.TotalLag, int64(0), r.stdout)
+	testutil.True(t, len(g.Queues) > 0, "queues listed")
+
+	// A committed offset beats --from: the group reads only what is new.
+	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "ConsT", "--count", "2", "--key-prefix", "N")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	keys = cliConsumeKeys(t, c, 1, "--topic", "ConsT", "--group", "G1", "--from", "first", "--count", "2")
+	testutil.Equal(t, strings.Join(keys, ","), "N-1,N-2")
+
+	// Text mode.
+	r = cli(t, cliArgs(c, 1, []string{"consume"}, "--topic", "ConsT", "--group", "G2", "--from", "first", "--count", "1", "--duration", "20s")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	testutil.True(t, strings.HasPrefix(r.stdout, "received "), r.stdout)
+	testutil.True(t, strings.Contains(r.stdout, "body \"hello from zonemq "), r.stdout)
+}
+
+func TestCLIConsumeFromLast(t *testing.T) {
+	c := cliCluster(t, 1)
+	r := cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "LastT", "--count", "4", "--key-prefix", "OLD")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+
+	started := make(chan struct{})
+	consumeStartedHook = func(*client.PushConsumer) { close(started) }
+	t.Cleanup(func() { consumeStartedHook = nil })
+	out, errb := &cliBuffer{}, &cliBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cliRunCtx(context.Background(), cliArgs(c, 1, []string{"consume"},
+			"--topic", "LastT", "--group", "LastG", "--from", "last", "--count", "3", "--duration", "30s", "--output", "json"), out, errb)
+	}()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("consumer did not start: %s", errb.String())
+	}
+	consumeStartedHook = nil
+	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "LastT", "--count", "3", "--key-prefix", "NEW")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	select {
+	case code := <-done:
+		testutil.Equal(t, code, 0, errb.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("consume --count 3 did not finish")
+	}
+	var keys []string
+	for _, l := range cliJSONLines(t, out.String()) {
+		keys = append(keys, l["key"].(string))
+	}
+	sort.Strings(keys)
+	testutil.Equal(t, strings.Join(keys, ","), "NEW-1,NEW-2,NEW-3")
+
+	// --from first for another new group: the old ones too.
+	keys = cliConsumeKeys(t, c, 1, "--topic", "LastT", "--group", "FirstG", "--from", "first", "--count", "7")
+	testutil.Equal(t, len(keys), 7)
+}
+
+func TestCLIConsumeDurationAndSignal(t *testing.T) {
+	c := cliCluster(t, 1)
+	// Nothing to read: --duration ends it normally.
+	r := cli(t, cliArgs(c, 1, []string{"consume"}, "--topic", "Quiet", "--group", "QG", "--duration", "300ms")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	testutil.Equal(t, r.stdout, "")
+	// --count not reached within --duration is an error.
+	r = cli(t, cliArgs(c, 1, []string{"consume"}, "--topic", "Quiet", "--group", "QG", "--duration", "300ms", "--count", "2", "--log-level", "error")...)
+	testutil.Equal(t, r.code, 1)
+	cliOneLine(t, r, "received 0 of 2 messages")
+	// A signal (ctx) is a normal stop.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	errb := &cliBuffer{}
+	code := cliRunCtx(ctx, cliArgs(c, 1, []string{"consume"}, "--topic", "Quiet", "--group", "QG"), &cliBuffer{}, errb)
+	testutil.Equal(t, code, 0, errb.String())
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/devcluster"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// TestCLIDevWalkthrough runs `zonemq dev` on free ports and walks the
+// docs/cli.md tour: send from idc1, stop idc1's broker and watch idc1's
+// sends land in idc2, bring it back, stop on ctx cancel.
+func TestCLIDevWalkthrough(t *testing.T) {
+	cliClearEnv(t)
+	type ready struct {
+		c   *devcluster.Cluster
+		url string
+	}
+	readyCh := make(chan ready, 1)
+	devReadyHook = func(c *devcluster.Cluster, url string) { readyCh <- ready{c, url} }
+	t.Cleanup(func() { devReadyHook = nil })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, errb := &cliBuffer{}, &cliBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cliRunCtx(ctx, []string{"dev", "--idcs", "2", "--base-port", "0", "--log-level", "error"}, out, errb)
+	}()
+	var rd ready
+	select {
+	case rd = <-readyCh:
+	case code := <-done:
+		t.Fatalf("dev exited with %d: %s", code, errb.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not come up")
+	}
+	c := rd.c
+	dataDir := c.DataDir()
+
+	// The banner lists every address and commands to paste.
+	banner := out.String()
+	for n := 1; n <= 2; n++ {
+		for _, want := range []string{c.AddrsrvURL(n), c.NamesrvAddr(n), c.BrokerAddr(n),
+			"send --addrsrv " + strings.Join(c.AddrsrvURLs(n), ","), "consume --addrsrv " + strings.Join(c.AddrsrvURLs(n), ",")} {
+			testutil.True(t, strings.Contains(banner, want), "banner lacks", want, banner)
+		}
+	}
+	testutil.True(t, strings.Contains(banner, "dev-ctl --control "+rd.url+" stop broker idc1"), banner)
+
+	// The Demo topic exists on both brokers already.
+	r := cli(t, cliArgs(c, 1, []string{"admin", "topic", "route"}, "--topic", "Demo")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	testutil.True(t, strings.Contains(r.stdout, "broker-idc1") && strings.Contains(r.stdout, "broker-idc2"), r.stdout)
+
+	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "Demo", "--count", "3", "--output", "json")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliCheckSendLines(t, r.stdout, "Demo", "P", 3, "idc1")
+
+	ctl := func(args ...string) cliResult {
+		t.Helper()
+		return cli(t, append([]string{"dev-ctl", "--control", rd.url}, args...)...)
+	}
+	r = ctl("stop", "broker", "idc1")
+	testutil.Equal(t, r.code, 0, r.stderr)
+	testutil.Equal(t, strings.TrimSpace(r.stdout), "idc1: stopped broker")
+	r = ctl("status")
+	testutil.Equal(t, r.code, 0, r.stderr)
+	testutil.True(t, strings.Contains(r.stdout, "idc1  broker   "+c.BrokerAddr(1)+"  stopped"), r.stdout)
+
+	// S2: idc1's producer now sends to idc2's broker, without an error.
+	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "Demo", "--count", "3", "--output", "json")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliCheckSendLines(t, r.stdout, "Demo", "P", 3, "idc2")
+
+	r = ctl("start", "broker", "idc1")
+	testutil.Equal(t, r.code, 0, r.stderr)
+	testutil.Equal(t, strings.TrimSpace(r.stdout), "idc1: started broker")
+	r = ctl("status")
+	testutil.True(t, !strings.Contains(r.stdout, "stopped"), r.stdout)
+	// Back home: idc1's sends return to idc1's broker.
+	testutil.Eventually(t, 15*time.Second, func() error {
+		r := cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "Demo", "--count", "1", "--output", "json")...)
+		if r.code != 0 {
+			return errorString(r.stderr)
+		}
+		if l := cliJSONLines(t, r.stdout); l[0]["idc"] != "idc1" {
+			return errorString("still sent to " + l[0]["idc"].(string))
+		}
+		return nil
+	})
+
+	// Bad requests are usage errors.
+	r = ctl("stop", "broker", "idc7")
+	testutil.Equal(t, r.code, 2)
+	cliOneLine(t, r, "unknown IDC")
+	r = ctl("stop", "printer", "idc1")
+	testutil.Equal(t, r.code, 2)
+
+	cancel()
+	select {
+	case code := <-done:
+		testutil.Equal(t, code, 0, errb.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Fatalf("temporary data dir %s not removed: %v", dataDir, err)
+	}
+	r = ctl("status")
+	testutil.Equal(t, r.code, 1)
+	cliOneLine(t, r, "is 'zonemq dev' running?")
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func TestCLIDevKeepsDataDir(t *testing.T) {
+	cliClearEnv(t)
+	dir := t.TempDir() + "/dev-data"
+	readyCh := make(chan struct{}, 1)
+	devReadyHook = func(*devcluster.Cluster, string) { readyCh <- struct{}{} }
+	t.Cleanup(func() { devReadyHook = nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	errb := &cliBuffer{}
+	go func() {
+		done <- cliRunCtx(ctx, []string{"dev", "--idcs", "1", "--base-port", "0", "--control", "off", "--topic", "", "--data", dir}, &cliBuffer{}, errb)
+	}()
+	select {
+	case <-readyCh:
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not come up")
+	}
+	cancel()
+	testutil.Equal(t, <-done, 0, errb.String())
+	_, err := os.Stat(dir + "/idc1/broker")
+	testutil.NoError(t, err, "data kept in --data")
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/zonemq/zonemq/internal/namesrv"
+)
+
+func init() {
+	register(command{
+		name:    "namesrv",
+		summary: "name server: route registry brokers register with and clients query, with each broker's IDC",
+		run:     runNamesrv,
+	})
+}
+
+const namesrvSynopsis = "--listen ADDR --idc NAME [--broker-expiry 3s] [--scan-interval 1s] [--client-expiry 3s] [--kv-config PATH] [flags]"
+
+// namesrvAbout is printed by --help between the synopsis and the flags.
+const namesrvAbout = `Serves RocketMQ's name-server protocol: brokers of every IDC register
+(REGISTER_BROKER, BROKER_HEARTBEAT) and clients ask for topic routes
+(GET_ROUTEINFO_BY_TOPIC), in which every broker carries its IDC as zoneName.
+A broker leaves the routes when its connection closes, when it unregisters,
+or after --broker-expiry without a registration or heartbeat. A route query
+with __ZONE_MODE=true and __ZONE_NAME=IDC gets that IDC's brokers only, or
+the full route when that IDC has no writable broker for the topic.
+The KV config (PUT_KV_CONFIG, …) is kept in --kv-config. See docs/namesrv.md.
+
+Prints "namesrv listening on ADDR" on stdout once it serves; stops cleanly
+on SIGINT/SIGTERM.
+`
+
+// namesrvAliases maps RocketMQ namesrv.conf keys to flags. Only keys with
+// the same meaning and unit are accepted: listenPort is not (--listen takes
+// host:port) and scanNotActiveBrokerInterval is not (milliseconds there, a
+// duration here).
+var namesrvAliases = map[string]string{
+	"kvConfigPath": "kv-config",
+}
+
+// parseNamesrvArgs turns the command line (and --config file) into the
+// name server's options and the log level.
+func parseNamesrvArgs(args []string, stderr io.Writer) (namesrv.Options, string, error) {
+	opts := namesrv.NewOptions()
+	fs := newFlagSet("namesrv", namesrvSynopsis, stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: zonemq namesrv %s\n\n%s\nFlags:\n", namesrvSynopsis, namesrvAbout)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&opts.Listen, "listen", opts.Listen,
+		"`host:port` to serve on (RocketMQ binds 0.0.0.0:9876; zonemq defaults to loopback:\n"+
+			"give the address brokers and clients reach, e.g. 127.0.1.1:9876)")
+	fs.StringVar(&opts.IDC, "idc", "", "the IDC this name server runs in; tags its logs (required)")
+	fs.DurationVar(&opts.BrokerExpiry, "broker-expiry", opts.BrokerExpiry,
+		"drop a broker silent this long (no registration or heartbeat); a broker's\n"+
+			"heartbeatTimeoutMillis overrides it (RocketMQ: 120s)")
+	fs.DurationVar(&opts.ScanInterval, "scan-interval", opts.ScanInterval,
+		"how often brokers and clients are checked for expiry")
+	fs.DurationVar(&opts.ClientExpiry, "client-expiry", opts.ClientExpiry,
+		"drop a producer/consumer that sent no client heartbeat (code 9001) this long")
+	fs.StringVar(&opts.KVConfigPath, "kv-config", opts.KVConfigPath,
+		"`file` the KV config is kept in (JSON, rewritten atomically on each change);\n"+
+			"empty keeps it in memory only (config-file alias: kvConfigPath)")
+	fs.IntVar(&opts.MaxFrameSize, "max-frame-size", 0,
+		"largest request frame accepted, in `bytes`; 0 means 16777216 (RocketMQ's)")
+	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	fs.String("config", "",
+		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
+			"flags given on the command line win")
+	if err := parseFlags(fs, args, namesrvAliases); err != nil {
+		return opts, "", err
+	}
+	return opts, *logLevel, nil
+}
+
+func runNamesrv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts, level, err := parseNamesrvArgs(args, stderr)
+	if err != nil {
+		return err // a usage error, or flag.ErrHelp after --help
+	}
+	logger, err := newLogger(stderr, level)
+	if err != nil {
+		return err
+	}
+	opts.Logger = logger
+	s, err := namesrv.New(opts)
+	if err != nil {
+		if errors.Is(err, namesrv.ErrInvalidOptions) {
+			return usagef("%v", err)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "namesrv listening on %s idc=%s\n", s.Addr(), opts.IDC)
+	return s.Run(ctx)
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// cliCheckSendLines checks send --output json lines: keys prefix-1..n in
+// order, each stored by a broker of wantIDC with its address, queue and
+// offset.
+func cliCheckSendLines(t *testing.T, out, topic, prefix string, n int, wantIDC string) []map[string]any {
+	t.Helper()
+	lines := cliJSONLines(t, out)
+	testutil.Equal(t, len(lines), n, "send lines")
+	for i, l := range lines {
+		testutil.Equal(t, l["key"], any(fmt.Sprintf("%s-%d", prefix, i+1)), "key of line", i)
+		testutil.Equal(t, l["topic"], any(topic))
+		testutil.Equal(t, l["idc"], any(wantIDC), "idc of", l["key"])
+		testutil.Equal(t, l["broker"], any("broker-"+wantIDC))
+		for _, f := range []string{"ts", "msgId", "brokerAddr", "queueId", "queueOffset"} {
+			if _, ok := l[f]; !ok {
+				t.Fatalf("line %v has no %q", l, f)
+			}
+		}
+		if _, err := net.ResolveTCPAddr("tcp", l["brokerAddr"].(string)); err != nil {
+			t.Fatalf("brokerAddr %v: %v", l["brokerAddr"], err)
+		}
+		testutil.True(t, l["ts"].(float64) > 1e12, "ts is Unix ms", l["ts"])
+		testutil.True(t, l["queueOffset"].(float64) >= 0 && l["queueId"].(float64) >= 0, "queue position", l)
+		testutil.True(t, l["msgId"].(string) != "", "msgId set")
+		if _, bad := l["error"]; bad {
+			t.Fatalf("send failed: %v", l)
+		}
+	}
+	return lines
+}
+
+func TestCLISendJSONAndText(t *testing.T) {
+	c := cliCluster(t, 2)
+
+	r := cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "SendT", "--count", "12", "--output", "json")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliCheckSendLines(t, r.stdout, "SendT", "P", 12, "idc1")
+
+	// IDC 2's producer stays in IDC 2; --size and --key-prefix.
+	r = cli(t, cliArgs(c, 2, []string{"send"}, "--topic", "SendT", "--count", "3", "--size", "2000",
+		"--key-prefix", "Q", "--tag", "TagA", "--interval", "10ms", "--output", "json")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliCheckSendLines(t, r.stdout, "SendT", "Q", 3, "idc2")
+
+	// Text mode: one readable line per send.
+	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "SendT", "--count", "2")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	testutil.Equal(t, len(lines), 2)
+	testutil.True(t, strings.HasPrefix(lines[1], "sent P-2 → broker-idc1 (idc1, "+c.BrokerAddr(1)+") queue "), lines[1])
+}
+
+func TestCLISendUntilStopped(t *testing.T) {
+	c := cliCluster(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cliBuffer{}
+	errb := &cliBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cliRunCtx(ctx, cliArgs(c, 1, []string{"send"}, "--topic", "Forever", "--count", "0", "--output", "json"), out, errb)
+	}()
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if n := strings.Count(out.String(), "\n"); n < 5 {
+			return fmt.Errorf("%d lines so far", n)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case code := <-done:
+		testutil.Equal(t, code, 0, errb.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("send did not stop on cancel")
+	}
+	// Every line is whole and keys run from P-1 without a gap.
+	lines := cliJSONLines(t, out.String())
+	for i, l := range lines {
+		testutil.Equal(t, l["key"], any(fmt.Sprintf("P-%d", i+1)))
+	}
+}
+
+func TestCLISendInterruptedCount(t *testing.T) {
+	c := cliCluster(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	errb := &cliBuffer{}
+	code := cliRunCtx(ctx, cliArgs(c, 1, []string{"send"}, "--topic", "Never", "--count", "5"), &cliBuffer{}, errb)
+	testutil.True(t, code != 0, "an interrupted --count 5 is not a success")
+}
+
+func TestCLISendUnreachable(t *testing.T) {
+	cliClearEnv(t)
+	// A port nobody listens on: bind one, then close it.
+	ln, err := net.Listen("tcp", "127.0.9.1:0")
+	testutil.NoError(t, err)
+	dead := ln.Addr().String()
+	ln.Close()
+
+	start := time.Now()
+	r := cli(t, "send", "--namesrv", dead, "--idc", "idc1", "--topic", "T", "--count", "2", "--output", "json", "--log-level", "error")
+	testutil.True(t, r.code != 0, "exit status non-zero")
+	cliOneLine(t, r, "2 of 2 sends failed")
+	lines := cliJSONLines(t, r.stdout)
+	testutil.Equal(t, len(lines), 2)
+	testutil.Equal(t, lines[0]["key"], any("P-1"))
+	testutil.True(t, lines[0]["error"].(string) != "", "error field")
+	testutil.True(t, time.Since(start) < 15*time.Second, "fails within the send timeouts")
+
+	r = cli(t, "send", "--addrsrv", "http://"+dead, "--idc", "idc1", "--topic", "T", "--log-level", "error")
+	testutil.True(t, r.code != 0, "exit status non-zero")
+	cliOneLine(t, r, "zonemq send: ")
+}

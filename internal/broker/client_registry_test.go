@@ -1,0 +1,172 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// notifiedClient is a raw client that counts NOTIFY_CONSUMER_IDS_CHANGED.
+type notifiedClient struct {
+	*remoting.Client
+	notices atomic.Int32
+}
+
+func newNotifiedClient(t *testing.T) *notifiedClient {
+	t.Helper()
+	n := &notifiedClient{Client: remoting.NewClient(remoting.ClientOptions{})}
+	n.Handle(int32(protocol.NotifyConsumerIDsChanged), func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+		if req.Ext("consumerGroup") != "" {
+			n.notices.Add(1)
+		}
+		return nil
+	})
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func TestBrokerConsumerRegistryAndNotifications(t *testing.T) {
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-c"))
+	admin := newRawClient(t)
+	createTopic(t, admin, s.Addr(), "RegTopic", 4)
+	const group = "reg_cg"
+
+	c1, c2 := newNotifiedClient(t), newNotifiedClient(t)
+	// zonemq SDK ids carry the client's IDC; they are kept verbatim.
+	id1, id2 := "10.0.0.1@100@idc1", "instance-b@idc=idc2"
+	hb := func(c *notifiedClient, id string) {
+		resp := invoke(t, c.Client, s.Addr(), protocol.HeartBeat, nil,
+			heartbeatBody(id, group, protocol.MessageModelCluster, map[string]string{"RegTopic": "TagA || TagB"}))
+		expectCode(t, resp, protocol.Success, "heartbeat")
+		testutil.Equal(t, resp.ExtFields["IS_SUPPORT_HEART_BEAT_V2"], "true", "IS_SUPPORT_HEART_BEAT_V2")
+		testutil.Equal(t, resp.ExtFields["IS_SUB_CHANGE"], "true", "IS_SUB_CHANGE")
+	}
+	hb(c1, id1)
+	testutil.Equal(t, strings.Join(s.ConsumerIDs(group), ","), id1, "one member")
+	_, ok := s.topics.get(protocol.RetryTopic(group))
+	testutil.True(t, ok, "retry topic created on heartbeat")
+	retry, _ := s.topics.get(protocol.RetryTopic(group))
+	testutil.Equal(t, retry.WriteQueueNums, 1, "retry topic queues")
+	testutil.Equal(t, retry.Perm, 6, "retry topic perm")
+
+	hb(c2, id2)
+	// The existing member hears about the newcomer at once.
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if c1.notices.Load() == 0 {
+			return fmt.Errorf("member 1 was not notified of member 2")
+		}
+		return nil
+	})
+	resp := invoke(t, admin, s.Addr(), protocol.GetConsumerListByGroup, (&protocol.ConsumerGroupRequestHeader{ConsumerGroup: group}).Ext(), nil)
+	expectCode(t, resp, protocol.Success, "consumer list")
+	var list protocol.ConsumerListBody
+	testutil.NoError(t, json.Unmarshal(resp.Body, &list), "consumer list body")
+	testutil.Equal(t, strings.Join(list.ConsumerIDList, ","), id1+","+id2, "sorted verbatim ids")
+
+	// A heartbeat again changes nothing and notifies nobody.
+	before := c1.notices.Load() + c2.notices.Load()
+	hb(c1, id1)
+
+	// The heartbeat subscription filters pulls without a subscription bit.
+	expectCode(t, sendRaw(t, admin, s.Addr(), "RegTopic", 0, map[string]string{protocol.PropertyTags: "TagC"}, []byte("c")), protocol.Success, "send TagC")
+	expectCode(t, sendRaw(t, admin, s.Addr(), "RegTopic", 0, map[string]string{protocol.PropertyTags: "TagB"}, []byte("b")), protocol.Success, "send TagB")
+	ph := protocol.PullMessageRequestHeader{ConsumerGroup: group, Topic: "RegTopic", QueueID: 0, MaxMsgNums: 32, CommitOffset: -1}
+	pull := invoke(t, c1.Client, s.Addr(), protocol.PullMessage, ph.Ext(), nil)
+	expectCode(t, pull, protocol.Success, "pull with the heartbeat subscription")
+	ms := decodeAll(t, pull.Body)
+	testutil.Equal(t, len(ms), 1, "only TagB matches")
+	testutil.Equal(t, string(ms[0].Body), "b", "matched body")
+
+	cc := invoke(t, admin, s.Addr(), protocol.GetConsumerConnectionList, (&protocol.ConsumerGroupRequestHeader{ConsumerGroup: group}).Ext(), nil)
+	expectCode(t, cc, protocol.Success, "connection list")
+	var conns protocol.ConsumerConnection
+	testutil.NoError(t, json.Unmarshal(cc.Body, &conns), "connection list body")
+	testutil.Equal(t, len(conns.ConnectionSet), 2, "connections")
+	testutil.Equal(t, conns.MessageModel, protocol.MessageModelCluster, "message model")
+	testutil.Equal(t, conns.SubscriptionTable["RegTopic"].SubString, "TagA || TagB", "subscription")
+
+	// A member that goes away (connection closed, no unregister, as the Go
+	// client does) leaves the group, and the rest are told at once.
+	c2.Close()
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if ids := s.ConsumerIDs(group); len(ids) != 1 || ids[0] != id1 {
+			return fmt.Errorf("members %v", ids)
+		}
+		if c1.notices.Load()+c2.notices.Load() <= before {
+			return fmt.Errorf("member 1 was not notified that member 2 left")
+		}
+		return nil
+	})
+
+	// UNREGISTER_CLIENT (Java clients) removes the member too.
+	uh := protocol.UnregisterClientRequestHeader{ClientID: id1, ConsumerGroup: group}
+	expectCode(t, invoke(t, c1.Client, s.Addr(), protocol.UnregisterClient, uh.Ext(), nil), protocol.Success, "unregister")
+	testutil.Equal(t, len(s.ConsumerIDs(group)), 0, "no members")
+	pull = invoke(t, c1.Client, s.Addr(), protocol.PullMessage, ph.Ext(), nil)
+	expectCode(t, pull, protocol.SubscriptionNotExist, "pull after the group left")
+}
+
+func TestBrokerSilentClientExpires(t *testing.T) {
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-e")
+	opts.ChannelExpiry = 200 * time.Millisecond
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), "ExpTopic", 1)
+	expectCode(t, invoke(t, c, s.Addr(), protocol.HeartBeat, nil,
+		heartbeatBody("silent@1", "exp_cg", protocol.MessageModelCluster, map[string]string{"ExpTopic": "*"})), protocol.Success, "heartbeat")
+	testutil.Equal(t, len(s.ConsumerIDs("exp_cg")), 1, "member registered")
+	conn, ok := c.ConnIfOpen(s.Addr())
+	testutil.True(t, ok, "connection open")
+	select {
+	case <-conn.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the silent client's connection was not closed")
+	}
+	testutil.Equal(t, len(s.ConsumerIDs("exp_cg")), 0, "silent member dropped")
+}
+
+func TestBrokerAutoCreateTopicOff(t *testing.T) {
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-n")
+	opts.AutoCreateTopic = false
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	resp := sendRaw(t, c, s.Addr(), "NewTopic", 0, nil, []byte("x"))
+	expectCode(t, resp, protocol.TopicNotExist, "send to a new topic")
+	testutil.True(t, strings.Contains(resp.Remark, "auto-creation is off"), "remark explains: "+resp.Remark)
+	_, ok := s.topics.get(protocol.AutoCreateTopicKey)
+	testutil.True(t, !ok, "no TBW102 while auto-creation is off")
+	// Retry topics are still created on demand.
+	expectCode(t, sendRaw(t, c, s.Addr(), protocol.RetryTopic("g"), 0, nil, []byte("x")), protocol.Success, "send to a retry topic")
+}
+
+func TestBrokerDelayedMessagesGoToTheScheduleSeam(t *testing.T) {
+	s, err := New(testBrokerOptions(t, "127.0.1.1", "idc1", "broker-s"))
+	testutil.NoError(t, err, "New")
+	var mu sync.Mutex
+	var levels []int
+	s.schedule = func(ctx context.Context, m *protocol.MessageExt, level int) (store.PutResult, error) {
+		mu.Lock()
+		levels = append(levels, level)
+		mu.Unlock()
+		return s.putMessage(ctx, m)
+	}
+	go s.Run(context.Background())
+	t.Cleanup(s.Shutdown)
+	c := newRawClient(t)
+	expectCode(t, sendRaw(t, c, s.Addr(), "DelayTopic", 0, map[string]string{protocol.PropertyDelayLevel: "3"}, []byte("x")), protocol.Success, "delayed send")
+	expectCode(t, sendRaw(t, c, s.Addr(), "DelayTopic", 0, map[string]string{protocol.PropertyDelayLevel: "99"}, []byte("y")), protocol.Success, "capped delay")
+	expectCode(t, sendRaw(t, c, s.Addr(), "DelayTopic", 0, nil, []byte("z")), protocol.Success, "plain send")
+	mu.Lock()
+	defer mu.Unlock()
+	testutil.Equal(t, fmt.Sprint(levels), "[3 18]", "levels handed to the schedule seam")
+}

@@ -1,0 +1,511 @@
+// Package devcluster runs whole IDCs inside one process — per IDC an address
+// server, a name server and a broker — for tests and `zonemq dev`.
+//
+// IDC n ("idc<n>", n from 1) lives on the loopback address 127.0.n.1, so a
+// process's IDC shows in its address. Its address server lists every IDC's
+// name server; its broker ("broker-idc<n>") learns the name servers from its
+// own IDC's address server and registers with all of them, as in a real
+// deployment.
+//
+// # Ports
+//
+// With Options.BasePort = 0 every server binds a free port (tests). With a
+// BasePort B, IDC n's servers listen on fixed ports of 127.0.n.1:
+//
+//	address server  B+8080   (B = 10000: 18080)
+//	name server     B+9876   (B = 10000: 19876)
+//	broker          B+911    (B = 10000: 10911)
+//
+// so printed commands keep working across restarts. A stopped server
+// restarts on the address it had, with the same data directory.
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/addrsrv"
+	"github.com/zonemq/zonemq/internal/broker"
+	"github.com/zonemq/zonemq/internal/namesrv"
+	"github.com/zonemq/zonemq/internal/store"
+)
+
+// Options configures a Cluster.
+type Options struct {
+	// IDCs is how many IDCs to run; zero means 2. At most 254.
+	IDCs int
+	// DataDir holds every broker's data (DataDir/idc<n>/broker) and name
+	// server's KV config. Empty means a temporary directory removed by
+	// Close.
+	DataDir string
+	// BasePort selects fixed ports (see the package comment); zero means
+	// free ports.
+	BasePort int
+	// Logger receives every server's log; nil discards it.
+	Logger *slog.Logger
+	// BrokerFlush is the brokers' flush policy; the zero value is
+	// store.FlushAsync.
+	BrokerFlush store.FlushMode
+
+	// Broker, Namesrv and Addrsrv, if set, adjust each server's options
+	// (timings, limits) before it is created; n is the IDC number.
+	Broker  func(n int, o *broker.Options)
+	Namesrv func(n int, o *namesrv.Options)
+	Addrsrv func(n int, o *addrsrv.Options)
+
+	// ReadyTimeout bounds Start's wait for every broker to be registered
+	// with every name server. Zero means 20 s.
+	ReadyTimeout time.Duration
+}
+
+// Cluster is a running multi-IDC cluster. Its methods are safe for
+// concurrent use.
+type Cluster struct {
+	opts    Options
+	dataDir string
+	tempDir bool
+	logger  *slog.Logger
+
+	mu     sync.Mutex
+	idcs   []*idcNode
+	closed bool
+}
+
+// idcNode is one IDC's three servers. Each server runs on its own goroutine;
+// its done channel closes when Run returned.
+type idcNode struct {
+	n    int
+	name string
+	host string
+
+	addrsrvAddr, namesrvAddr, brokerAddr string
+
+	addrsrv     *addrsrv.Server
+	addrsrvDone chan struct{}
+	namesrv     *namesrv.Server
+	namesrvDone chan struct{}
+	broker      *broker.Server
+	brokerDone  chan struct{}
+}
+
+// Start runs opts.IDCs IDCs and returns once every broker is registered with
+// every name server. On error everything started is stopped again.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.IDCs == 0 {
+		opts.IDCs = 2
+	}
+	if opts.IDCs < 1 || opts.IDCs > 254 {
+		return nil, fmt.Errorf("devcluster: IDCs is %d; it must be within 1..254", opts.IDCs)
+	}
+	if opts.BasePort < 0 || opts.BasePort+9876 > 65535 {
+		return nil, fmt.Errorf("devcluster: BasePort %d leaves no room for port BasePort+9876", opts.BasePort)
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 20 * time.Second
+	}
+	c := &Cluster{opts: opts, dataDir: opts.DataDir, logger: opts.Logger}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if c.dataDir == "" {
+		dir, err := os.MkdirTemp("", "zonemq-dev-")
+		if err != nil {
+			return nil, fmt.Errorf("devcluster: %w", err)
+		}
+		c.dataDir, c.tempDir = dir, true
+	}
+	for n := 1; n <= opts.IDCs; n++ {
+		c.idcs = append(c.idcs, &idcNode{n: n, name: IDCName(n), host: fmt.Sprintf("127.0.%d.1", n)})
+	}
+	// Name servers first: the address servers list them, the brokers
+	// register with them.
+	for _, node := range c.idcs {
+		if err := c.startNamesrvLocked(node); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	for _, node := range c.idcs {
+		if err := c.startAddrsrvLocked(node); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	for _, node := range c.idcs {
+		if err := c.startBrokerLocked(node); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
+	defer cancel()
+	if err := c.WaitRegistered(rctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// IDCName is the name of IDC n: "idc<n>".
+func IDCName(n int) string { return fmt.Sprintf("idc%d", n) }
+
+// BrokerName is the name of IDC n's broker: "broker-idc<n>".
+func BrokerName(n int) string { return "broker-" + IDCName(n) }
+
+// IDCs is the number of IDCs.
+func (c *Cluster) IDCs() int { return len(c.idcs) }
+
+// DataDir is the cluster's data directory.
+func (c *Cluster) DataDir() string { return c.dataDir }
+
+func (c *Cluster) node(n int) *idcNode {
+	if n < 1 || n > len(c.idcs) {
+		panic(fmt.Sprintf("devcluster: no IDC %d (the cluster has %d)", n, len(c.idcs)))
+	}
+	return c.idcs[n-1]
+}
+
+// Host is IDC n's loopback address, 127.0.n.1.
+func (c *Cluster) Host(n int) string { return c.node(n).host }
+
+// AddrsrvURL is the base URL of IDC n's address server.
+func (c *Cluster) AddrsrvURL(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return "http://" + c.node(n).addrsrvAddr
+}
+
+// AddrsrvURLs lists every address server's URL, IDC n's first (n = 0: in
+// IDC order).
+func (c *Cluster) AddrsrvURLs(n int) []string {
+	var out []string
+	if n > 0 {
+		out = append(out, c.AddrsrvURL(n))
+	}
+	for m := 1; m <= len(c.idcs); m++ {
+		if m != n {
+			out = append(out, c.AddrsrvURL(m))
+		}
+	}
+	return out
+}
+
+// NamesrvAddr is IDC n's name server address.
+func (c *Cluster) NamesrvAddr(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.node(n).namesrvAddr
+}
+
+// NamesrvAddrs lists every name server, in IDC order.
+func (c *Cluster) NamesrvAddrs() []string {
+	var out []string
+	for m := 1; m <= len(c.idcs); m++ {
+		out = append(out, c.NamesrvAddr(m))
+	}
+	return out
+}
+
+// BrokerAddr is IDC n's broker address.
+func (c *Cluster) BrokerAddr(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.node(n).brokerAddr
+}
+
+// ClientConfig is a client config for a client living in IDC n: its own
+// IDC's address server first, then the others, and connections bound to
+// 127.0.n.1.
+func (c *Cluster) ClientConfig(n int) client.ClientConfig {
+	return client.ClientConfig{AddrsrvURLs: c.AddrsrvURLs(n), IDC: IDCName(n), LocalIP: c.Host(n)}
+}
+
+func (c *Cluster) port(offset int) int {
+	if c.opts.BasePort == 0 {
+		return 0
+	}
+	return c.opts.BasePort + offset
+}
+
+// listenAddr is where a server of node binds: its previous address when it
+// restarts, else the port scheme.
+func (c *Cluster) listenAddr(node *idcNode, prev string, offset int) string {
+	if prev != "" {
+		return prev
+	}
+	return fmt.Sprintf("%s:%d", node.host, c.port(offset))
+}
+
+func (c *Cluster) startNamesrvLocked(node *idcNode) error {
+	o := namesrv.NewOptions()
+	o.Listen = c.listenAddr(node, node.namesrvAddr, 9876)
+	o.IDC = node.name
+	o.KVConfigPath = filepath.Join(c.dataDir, node.name, "namesrv", "kvConfig.json")
+	o.Logger = c.logger
+	if c.opts.Namesrv != nil {
+		c.opts.Namesrv(node.n, &o)
+	}
+	s, err := namesrv.New(o)
+	if err != nil {
+		return fmt.Errorf("devcluster: %s name server: %w", node.name, err)
+	}
+	node.namesrv, node.namesrvAddr = s, s.Addr()
+	node.namesrvDone = run(s.Run)
+	return nil
+}
+
+func (c *Cluster) startAddrsrvLocked(node *idcNode) error {
+	o := addrsrv.NewOptions()
+	o.Listen = c.listenAddr(node, node.addrsrvAddr, 8080)
+	o.IDC = node.name
+	for _, other := range c.idcs {
+		o.Namesrvs = append(o.Namesrvs, addrsrv.Namesrv{Addr: other.namesrvAddr, IDC: other.name})
+	}
+	o.Logger = c.logger
+	if c.opts.Addrsrv != nil {
+		c.opts.Addrsrv(node.n, &o)
+	}
+	s, err := addrsrv.New(o)
+	if err != nil {
+		return fmt.Errorf("devcluster: %s address server: %w", node.name, err)
+	}
+	node.addrsrv, node.addrsrvAddr = s, s.Addr()
+	node.addrsrvDone = run(s.Run)
+	return nil
+}
+
+func (c *Cluster) startBrokerLocked(node *idcNode) error {
+	o := broker.NewOptions()
+	o.Listen = c.listenAddr(node, node.brokerAddr, 911)
+	o.IDC = node.name
+	o.BrokerName = BrokerName(node.n)
+	o.DataDir = filepath.Join(c.dataDir, node.name, "broker")
+	o.Flush = c.opts.BrokerFlush
+	o.AddrsrvURLs = nil
+	o.AddrsrvURLs = append(o.AddrsrvURLs, "http://"+node.addrsrvAddr)
+	for _, other := range c.idcs {
+		if other != node {
+			o.AddrsrvURLs = append(o.AddrsrvURLs, "http://"+other.addrsrvAddr)
+		}
+	}
+	o.Logger = c.logger
+	if c.opts.Broker != nil {
+		c.opts.Broker(node.n, &o)
+	}
+	s, err := broker.New(o)
+	if err != nil {
+		return fmt.Errorf("devcluster: %s broker: %w", node.name, err)
+	}
+	node.broker, node.brokerAddr = s, s.Addr()
+	node.brokerDone = run(s.Run)
+	return nil
+}
+
+// run starts a server's Run on its own goroutine; the channel closes when
+// Run returns.
+func run(fn func(context.Context) error) chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(context.Background())
+	}()
+	return done
+}
+
+// WaitRegistered waits until every running name server lists every running
+// broker.
+func (c *Cluster) WaitRegistered(ctx context.Context) error {
+	c.mu.Lock()
+	var brokers, namesrvs []string
+	for _, node := range c.idcs {
+		if node.broker != nil {
+			brokers = append(brokers, node.brokerAddr)
+		}
+		if node.namesrv != nil {
+			namesrvs = append(namesrvs, node.namesrvAddr)
+		}
+	}
+	c.mu.Unlock()
+	for _, ns := range namesrvs {
+		if err := waitBrokersListed(ctx, ns, brokers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitBrokersListed polls one name server's cluster info until it lists
+// every broker address.
+func waitBrokersListed(ctx context.Context, ns string, brokers []string) error {
+	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns}}})
+	if err != nil {
+		return err
+	}
+	if err := adm.Start(ctx); err != nil {
+		return err
+	}
+	defer adm.Shutdown(context.Background())
+	var last error
+	for {
+		listed := map[string]bool{}
+		st, err := adm.Cluster(ctx)
+		for _, b := range st {
+			if b.Alive {
+				listed[b.Addr] = true
+			}
+		}
+		last = err
+		missing := ""
+		for _, b := range brokers {
+			if !listed[b] {
+				missing = b
+				break
+			}
+		}
+		if err == nil && missing == "" {
+			return nil
+		}
+		if err == nil {
+			last = fmt.Errorf("broker %s not registered", missing)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("devcluster: name server %s not ready: %v", ns, last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// StopBroker shuts IDC n's broker down cleanly (it unregisters first).
+func (c *Cluster) StopBroker(n int) {
+	c.mu.Lock()
+	node := c.node(n)
+	s, done := node.broker, node.brokerDone
+	node.broker = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Shutdown()
+		<-done
+	}
+}
+
+// StartBroker restarts IDC n's broker on its address with its data.
+func (c *Cluster) StartBroker(n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return errors.New("devcluster: closed")
+	}
+	node := c.node(n)
+	if node.broker != nil {
+		return nil
+	}
+	return c.startBrokerLocked(node)
+}
+
+// StopNamesrv shuts IDC n's name server down.
+func (c *Cluster) StopNamesrv(n int) {
+	c.mu.Lock()
+	node := c.node(n)
+	s, done := node.namesrv, node.namesrvDone
+	node.namesrv = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Shutdown()
+		<-done
+	}
+}
+
+// StartNamesrv restarts IDC n's name server on its address. Brokers
+// register with it again on their next heartbeat.
+func (c *Cluster) StartNamesrv(n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return errors.New("devcluster: closed")
+	}
+	node := c.node(n)
+	if node.namesrv != nil {
+		return nil
+	}
+	return c.startNamesrvLocked(node)
+}
+
+// StopAddrsrv shuts IDC n's address server down.
+func (c *Cluster) StopAddrsrv(n int) {
+	c.mu.Lock()
+	node := c.node(n)
+	s, done := node.addrsrv, node.addrsrvDone
+	node.addrsrv = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Shutdown()
+		<-done
+	}
+}
+
+// StartAddrsrv restarts IDC n's address server on its address.
+func (c *Cluster) StartAddrsrv(n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return errors.New("devcluster: closed")
+	}
+	node := c.node(n)
+	if node.addrsrv != nil {
+		return nil
+	}
+	return c.startAddrsrvLocked(node)
+}
+
+// StopIDC stops all of IDC n: broker, name server, address server.
+func (c *Cluster) StopIDC(n int) {
+	c.StopBroker(n)
+	c.StopNamesrv(n)
+	c.StopAddrsrv(n)
+}
+
+// StartIDC restarts whatever of IDC n is stopped.
+func (c *Cluster) StartIDC(n int) error {
+	if err := c.StartNamesrv(n); err != nil {
+		return err
+	}
+	if err := c.StartAddrsrv(n); err != nil {
+		return err
+	}
+	return c.StartBroker(n)
+}
+
+// Close stops every server (brokers first) and removes a temporary data
+// directory. It is idempotent.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, stop := range []func(int){c.StopBroker, c.StopNamesrv, c.StopAddrsrv} {
+		for n := 1; n <= len(c.idcs); n++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stop(n)
+			}()
+		}
+		wg.Wait()
+	}
+	if c.tempDir {
+		return os.RemoveAll(c.dataDir)
+	}
+	return nil
+}

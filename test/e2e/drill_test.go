@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// drillReport is the part of `zonemq drill --output json` the test checks.
+type drillReport struct {
+	OK        bool     `json:"ok"`
+	Problems  []string `json:"problems"`
+	Scenarios []struct {
+		Name      string   `json:"name"`
+		Failure   string   `json:"failure"`
+		Acked     int      `json:"acked"`
+		Lost      int      `json:"lost"`
+		CrossIDC  int      `json:"crossIdc"`
+		Recovered bool     `json:"recovered"`
+		Notes     []string `json:"notes"`
+	} `json:"scenarios"`
+	Totals struct {
+		Acked int `json:"acked"`
+		Lost  int `json:"lost"`
+	} `json:"totals"`
+}
+
+// TestE2EDrillShort plays every scenario (S1, S2 and S3 as crash and as
+// hang, S4, with S5 after each) on real processes, in a short mode, and
+// checks that no acknowledged message was lost, every scenario recovered and
+// S1 stayed inside its IDC.
+func TestE2EDrillShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the drill takes about two minutes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "drill", "--idcs", "2", "--duration", "5s",
+		"--output", "json", "--port-offset", "7", "--drain-timeout", "60s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	t.Logf("drill progress:\n%s", stderr.String())
+	var r drillReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("drill printed no JSON report (exit: %v): %v\n%s", runErr, err, stdout.String())
+	}
+	t.Logf("drill report:\n%s", stdout.String())
+	if r.Totals.Acked == 0 {
+		t.Fatal("the drill acknowledged no message")
+	}
+	if r.Totals.Lost != 0 {
+		t.Errorf("%d acknowledged messages lost", r.Totals.Lost)
+	}
+	want := map[string]bool{"S1/none": false, "S2/kill": false, "S2/hang": false, "S3/kill": false, "S3/hang": false, "S4/stop": false}
+	for _, s := range r.Scenarios {
+		key := s.Name + "/" + s.Failure
+		if _, ok := want[key]; !ok {
+			t.Errorf("unexpected scenario %s", key)
+			continue
+		}
+		want[key] = true
+		if s.Lost != 0 {
+			t.Errorf("%s: %d acknowledged messages lost", key, s.Lost)
+		}
+		if !s.Recovered {
+			t.Errorf("%s did not recover: %v", key, s.Notes)
+		}
+		if s.Name == "S1" && s.CrossIDC != 0 {
+			t.Errorf("S1: %d messages crossed IDCs while all were healthy", s.CrossIDC)
+		}
+	}
+	for k, seen := range want {
+		if !seen {
+			t.Errorf("scenario %s missing from the report", k)
+		}
+	}
+	if !r.OK || runErr != nil {
+		t.Errorf("drill failed (exit: %v): %v", runErr, r.Problems)
+	}
+}
