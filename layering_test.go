@@ -351,7 +351,7 @@ const C = protocol.SendMessage
 		"leaky.Field.Conn: " + modulePath + "/internal/remoting.Conn",
 		"leaky.Embeds.Client: " + modulePath + "/internal/remoting.Client",
 		"leaky.Embeds.Invoke: " + modulePath + "/internal/remoting.Command",
-		"leaky.Promotes.Addr",
+		"leaky.Promotes.Handle: " + modulePath + "/internal/remoting.Handler",
 		"leaky.Alias: " + modulePath + "/internal/remoting.Command",
 		"leaky.Iface.Kind: " + modulePath + "/internal/remoting.SerializeType",
 		"leaky.Make: " + modulePath + "/internal/protocol.MessageExt",

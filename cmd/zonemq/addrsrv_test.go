@@ -23,28 +23,28 @@ import (
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
-// lockedBuffer is a bytes.Buffer safe for a logger and a test to share.
-type lockedBuffer struct {
+// addrsrvLogBuffer is a bytes.Buffer safe for a logger and a test to share.
+type addrsrvLogBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *addrsrvLogBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *addrsrvLogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
 
-var listeningRE = regexp.MustCompile(`msg="address server listening" .*addr=(\S+)`)
+var addrsrvListeningRE = regexp.MustCompile(`msg="address server listening" .*addr=(\S+)`)
 
-// deadAddr returns an address on ip that nothing listens on.
-func deadAddr(t *testing.T, ip string) string {
+// addrsrvDeadAddr returns an address on ip that nothing listens on.
+func addrsrvDeadAddr(t *testing.T, ip string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", ip+":0")
 	testutil.NoError(t, err, "listen")
@@ -131,10 +131,10 @@ func TestAddrsrvCmdConfigExample(t *testing.T) {
 // TestAddrsrvCmdRunAndStop runs the subcommand in process and stops it the
 // way main does on SIGINT/SIGTERM: by cancelling its context.
 func TestAddrsrvCmdRunAndStop(t *testing.T) {
-	dead := deadAddr(t, "127.0.1.1")
+	dead := addrsrvDeadAddr(t, "127.0.1.1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stderr := &lockedBuffer{}
+	stderr := &addrsrvLogBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- runAddrsrv(ctx, []string{"--listen", "127.0.1.1:0", "--idc", "idc1",
@@ -142,7 +142,7 @@ func TestAddrsrvCmdRunAndStop(t *testing.T) {
 	}()
 	var base string
 	testutil.Eventually(t, 5*time.Second, func() error {
-		m := listeningRE.FindStringSubmatch(stderr.String())
+		m := addrsrvListeningRE.FindStringSubmatch(stderr.String())
 		if m == nil {
 			return fmt.Errorf("no listening line in %q", stderr.String())
 		}
@@ -188,7 +188,7 @@ func TestAddrsrvCmdSignal(t *testing.T) {
 	if os.Getenv("ZONEMQ_ADDRSRV_CHILD") == "1" {
 		t.Skip("child process")
 	}
-	dead := deadAddr(t, "127.0.1.1")
+	dead := addrsrvDeadAddr(t, "127.0.1.1")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAddrsrvCmdChild$", "--",
 		"addrsrv", "--listen", "127.0.1.1:0", "--idc", "idc1", "--namesrv", "idc1="+dead)
 	cmd.Env = append(os.Environ(), "ZONEMQ_ADDRSRV_CHILD=1")
@@ -203,12 +203,12 @@ func TestAddrsrvCmdSignal(t *testing.T) {
 	})
 
 	listening := make(chan string, 1)
-	var logs lockedBuffer
+	var logs addrsrvLogBuffer
 	go func() {
 		sc := bufio.NewScanner(stderrPipe)
 		for sc.Scan() {
 			fmt.Fprintln(&logs, sc.Text())
-			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
+			if m := addrsrvListeningRE.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case listening <- m[1]:
 				default:

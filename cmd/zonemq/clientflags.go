@@ -85,7 +85,7 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Logger = logger.With("idc", cfg.IDC)
+	cfg.Logger = logger
 	return cfg, nil
 }
 
@@ -173,10 +173,16 @@ func (lw *lineWriter) write(line []byte) error {
 // one line (the caller prints it) instead of the flag package's message
 // followed by the whole flag list; --help still prints the list.
 func parseQuiet(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	return quietly(fs, stderr, func() error { return parseFlags(fs, args, nil) })
+}
+
+// quietly runs parse with fs silenced, then prints the usage only if help
+// was asked for, and adds a pointer to --help to a usage error.
+func quietly(fs *flag.FlagSet, stderr io.Writer, parse func() error) error {
 	usage := fs.Usage
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
-	err := parseFlags(fs, args, nil)
+	err := parse()
 	fs.SetOutput(stderr)
 	fs.Usage = usage
 	var ue *usageError

@@ -222,9 +222,11 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 		fmt.Fprintf(w, "  %s dev-ctl%s status\n", prog, ctl)
 		fmt.Fprintf(w, "\n(roles: broker, namesrv, addrsrv, all; control endpoint %s)\n", o.controlURL)
 	}
-	fmt.Fprintf(w, "\nInspect: %s admin cluster %s ; %s admin group %s --group DemoGroup --topic %s\n",
-		prog, devClientFlags(c, 1), prog, devClientFlags(c, 1), topic)
-	fmt.Fprintf(w, "Ctrl-C stops the cluster.\n")
+	fmt.Fprintf(w, "\nLook inside: the brokers by IDC, the group's queues (owner, lag), the live clients:\n\n")
+	fmt.Fprintf(w, "  %s admin cluster %s\n", prog, devClientFlags(c, 1))
+	fmt.Fprintf(w, "  %s admin group %s --group DemoGroup --topic %s\n", prog, devClientFlags(c, 1), topic)
+	fmt.Fprintf(w, "  %s admin clients %s\n", prog, devClientFlags(c, 1))
+	fmt.Fprintf(w, "\nCtrl-C stops the cluster.\n")
 }
 
 // devClientFlags are the client flags of a client living in IDC n: every
@@ -396,12 +398,18 @@ func runDevCtl(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if def == "" {
 		def = "http://127.0.0.1:" + strconv.Itoa(10000+devDefaultControlPort)
 	}
-	controlURL := fs.String("control", def, "the control endpoint 'zonemq dev' printed (default $"+envDevControl+" or http://127.0.0.1:18000)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	controlURL := fs.String("control", def, "the control endpoint `URL` 'zonemq dev' printed (the default comes from $"+envDevControl+" if set)")
+	err := quietly(fs, stderr, func() error {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usagef("%v", err)
 		}
-		return usagef("%v", err)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	rest := fs.Args()
 	var method, path string

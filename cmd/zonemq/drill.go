@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -28,6 +29,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	workDir := fs.String("work-dir", "", "folder for the cluster's data and logs (default: a temporary folder, removed when the drill passes)")
 	portOffset := fs.Int("port-offset", 0, "added to every drill port (addrsrv 28080, namesrv 29876, broker 20911)")
 	binary := fs.String("binary", "", "zonemq binary to start the servers from (default: this executable)")
+	clientLog := fs.String("client-log", "", "write the drill's SDK clients' debug log to this file (default: discard)")
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -41,7 +43,17 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		*binary = exe
 	}
+	var logger *slog.Logger
+	if *clientLog != "" {
+		f, err := os.Create(*clientLog)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	report, err := drill.Run(ctx, drill.Options{
+		Logger:       logger,
 		Binary:       *binary,
 		IDCs:         *idcs,
 		PhaseLength:  *duration,

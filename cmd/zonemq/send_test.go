@@ -48,11 +48,12 @@ func TestCLISendJSONAndText(t *testing.T) {
 	testutil.Equal(t, r.code, 0, r.stderr)
 	cliCheckSendLines(t, r.stdout, "SendT", "P", 12, "idc1")
 
-	// IDC 2's producer stays in IDC 2; --size and --key-prefix.
-	r = cli(t, cliArgs(c, 2, []string{"send"}, "--topic", "SendT", "--count", "3", "--size", "2000",
+	// IDC 2's producer stays in IDC 2 (a topic it creates, so IDC 2 has
+	// it); --size and --key-prefix.
+	r = cli(t, cliArgs(c, 2, []string{"send"}, "--topic", "SendT2", "--count", "3", "--size", "2000",
 		"--key-prefix", "Q", "--tag", "TagA", "--interval", "10ms", "--output", "json")...)
 	testutil.Equal(t, r.code, 0, r.stderr)
-	cliCheckSendLines(t, r.stdout, "SendT", "Q", 3, "idc2")
+	cliCheckSendLines(t, r.stdout, "SendT2", "Q", 3, "idc2")
 
 	// Text mode: one readable line per send.
 	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "SendT", "--count", "2")...)
@@ -110,7 +111,7 @@ func TestCLISendUnreachable(t *testing.T) {
 	ln.Close()
 
 	start := time.Now()
-	r := cli(t, "send", "--namesrv", dead, "--idc", "idc1", "--topic", "T", "--count", "2", "--output", "json", "--log-level", "error")
+	r := cli(t, "send", "--namesrv", dead, "--idc", "idc1", "--topic", "T", "--count", "2", "--output", "json", "--log-level", "error", "--send-timeout", "1s")
 	testutil.True(t, r.code != 0, "exit status non-zero")
 	cliOneLine(t, r, "2 of 2 sends failed")
 	lines := cliJSONLines(t, r.stdout)

@@ -23,8 +23,9 @@ const probeCode = protocol.GetBrokerClusterInfo
 // that name server's probe loop touches.
 type namesrvState struct {
 	Namesrv
-	// wake makes the probe loop probe at once: the connection to the name
-	// server closed from its side, most likely because the process died.
+	// wake makes the probe loop probe early: the connection to the name
+	// server closed from its side, most likely because the process died
+	// (waitNextProbe decides whether to act on it).
 	wake chan struct{}
 
 	probed    bool // a probe has completed; before that the state is unknown
@@ -96,12 +97,40 @@ func (s *Server) waitNextProbe(ctx context.Context, st *namesrvState, ticker *ti
 func (s *Server) probe(ctx context.Context, st *namesrvState) error {
 	pctx, cancel := context.WithTimeout(ctx, s.probeTimeout)
 	defer cancel()
-	cn, err := s.client.Conn(pctx, st.Addr)
+	err := s.probeOnce(pctx, st)
+	if errors.Is(err, errStaleConn) {
+		// The pooled connection was already closed (it can close between
+		// being dialled and being pooled); that says nothing about the
+		// name server, so ask again on a fresh one within the same budget.
+		err = s.probeOnce(pctx, st)
+	}
+	if errors.Is(err, remoting.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: no answer to %s within %v", remoting.ErrTimeout, probeCode, s.probeTimeout)
+	}
+	return err
+}
+
+// errStaleConn marks a probe that failed only because the pooled connection
+// it reused had closed before the request was written.
+var errStaleConn = errors.New("pooled connection already closed")
+
+func (s *Server) probeOnce(ctx context.Context, st *namesrvState) error {
+	_, reused := s.client.ConnIfOpen(st.Addr)
+	cn, err := s.client.Conn(ctx, st.Addr)
 	if err != nil {
 		return err
 	}
 	s.watch(st, cn)
-	_, err = cn.Invoke(pctx, remoting.NewRequest(int32(probeCode), nil, nil))
+	select {
+	case <-cn.Done():
+		s.client.CloseConn(st.Addr)
+		if reused {
+			return fmt.Errorf("%w: %v", errStaleConn, cn.Err())
+		}
+		return fmt.Errorf("connection closed at once: %w", cn.Err())
+	default:
+	}
+	_, err = cn.Invoke(ctx, remoting.NewRequest(int32(probeCode), nil, nil))
 	if err == nil {
 		return nil
 	}
@@ -109,9 +138,6 @@ func (s *Server) probe(ctx context.Context, st *namesrvState) error {
 	// peer may be hung with our request in its buffer, and the next probe
 	// must dial afresh to tell a dead process from a slow one.
 	s.client.CloseConn(st.Addr)
-	if errors.Is(err, remoting.ErrTimeout) {
-		return fmt.Errorf("%w: no answer to %s within %v", remoting.ErrTimeout, probeCode, s.probeTimeout)
-	}
 	return err
 }
 

@@ -116,11 +116,11 @@ func TestBrokerSendAndPullRaw(t *testing.T) {
 	testutil.Equal(t, len(decodeAll(t, pull.Body)), 3, "messages matching TagB")
 
 	// Compressed bodies are stored as received, sysFlag kept.
-	h := protocol.SendMessageRequestHeader{ProducerGroup: "raw_pg", Topic: "RawTopic", QueueID: 1, SysFlag: protocol.SysFlagCompressed,
+	h := protocol.SendMessageRequestHeader{ProducerGroup: "raw_pg", Topic: "RawZip", DefaultTopic: protocol.AutoCreateTopicKey, QueueID: 1, SysFlag: protocol.SysFlagCompressed,
 		BornTimestamp: time.Now().UnixMilli()}
 	zipped := []byte{0x78, 0x9c, 0x01, 0x02, 0x03}
 	expectCode(t, invoke(t, c, s.Addr(), protocol.SendMessage, h.Ext(), zipped), protocol.Success, "compressed send")
-	pull = pullRaw(t, c, s.Addr(), "raw_cg", "RawTopic", 1, 0, "*", 32)
+	pull = pullRaw(t, c, s.Addr(), "raw_cg", "RawZip", 1, 0, "*", 32)
 	expectCode(t, pull, protocol.Success, "pull compressed")
 	ms = decodeAll(t, pull.Body)
 	testutil.True(t, bytes.Equal(ms[0].Body, zipped), "compressed body kept")

@@ -114,11 +114,18 @@ func (c *Client) Conn(ctx context.Context, addr string) (*Conn, error) {
 	c.mu.Lock()
 	delete(c.dialing, addr)
 	if d.err == nil {
-		if c.closed {
-			d.conn.Close()
-			d.conn, d.err = nil, ErrClientClosed
-		} else {
-			c.conns[addr] = d.conn
+		select {
+		case <-d.conn.Done():
+			// The peer closed it before it was pooled; its close hook has
+			// already run, so pooling it now would keep a dead connection.
+			d.conn, d.err = nil, fmt.Errorf("%w: closed right after dialling %s", ErrConnClosed, addr)
+		default:
+			if c.closed {
+				d.conn.Close()
+				d.conn, d.err = nil, ErrClientClosed
+			} else {
+				c.conns[addr] = d.conn
+			}
 		}
 	}
 	c.mu.Unlock()

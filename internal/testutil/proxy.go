@@ -183,7 +183,7 @@ func (p *Proxy) acceptLoop() {
 		refuse := p.cut || p.closed
 		p.mu.Unlock()
 		if refuse {
-			reset(client)
+			resetConn(client)
 			continue
 		}
 		// Dial on its own goroutine: a slow target must not stall accepts.
@@ -195,8 +195,8 @@ func (p *Proxy) acceptLoop() {
 	}
 }
 
-// reset closes c with an RST, the nearest a listener gets to refusing.
-func reset(c net.Conn) {
+// resetConn closes c with an RST, the nearest a listener gets to refusing.
+func resetConn(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetLinger(0)
 	}
@@ -206,14 +206,14 @@ func reset(c net.Conn) {
 func (p *Proxy) connect(client net.Conn) {
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
-		reset(client)
+		resetConn(client)
 		return
 	}
 	pc := &proxyConn{client: client, server: server, done: make(chan struct{})}
 	p.mu.Lock()
 	if p.cut || p.closed {
 		p.mu.Unlock()
-		reset(client)
+		resetConn(client)
 		server.Close()
 		return
 	}

@@ -13,19 +13,19 @@ import (
 	"time"
 )
 
-// echoServer answers every line with the same line until closed.
-type echoServer struct {
+// proxyEchoServer answers every line with the same line until closed.
+type proxyEchoServer struct {
 	ln    net.Listener
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
 
-func startEcho(t *testing.T) *echoServer {
+func startProxyEcho(t *testing.T) *proxyEchoServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.2.1:0")
 	NoError(t, err, "listen")
-	e := &echoServer{ln: ln, conns: map[net.Conn]struct{}{}}
+	e := &proxyEchoServer{ln: ln, conns: map[net.Conn]struct{}{}}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -49,7 +49,7 @@ func startEcho(t *testing.T) *echoServer {
 	return e
 }
 
-func (e *echoServer) close() {
+func (e *proxyEchoServer) close() {
 	e.ln.Close()
 	e.mu.Lock()
 	for c := range e.conns {
@@ -67,8 +67,8 @@ func startProxy(t *testing.T, target string) *Proxy {
 	return p
 }
 
-// roundTrip writes one line on c and reads the echo, within timeout.
-func roundTrip(c net.Conn, r *bufio.Reader, msg string, timeout time.Duration) error {
+// proxyRoundTrip writes one line on c and reads the echo, within timeout.
+func proxyRoundTrip(c net.Conn, r *bufio.Reader, msg string, timeout time.Duration) error {
 	c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})
 	if _, err := fmt.Fprintf(c, "%s\n", msg); err != nil {
@@ -92,32 +92,32 @@ func dialProxy(t *testing.T, p *Proxy) (net.Conn, *bufio.Reader) {
 	return c, bufio.NewReader(c)
 }
 
-// expectRefused checks that a connection through p fails fast: the dial
+// expectProxyRefused checks that a connection through p fails fast: the dial
 // itself (the reset can beat connect's completion) or the first round trip.
-func expectRefused(t *testing.T, p *Proxy) {
+func expectProxyRefused(t *testing.T, p *Proxy) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
 	if err != nil {
-		True(t, !isTimeout(err), "dial should fail fast, got", err)
+		True(t, !isProxyTimeout(err), "dial should fail fast, got", err)
 		return
 	}
 	defer c.Close()
-	err = roundTrip(c, bufio.NewReader(c), "x", 5*time.Second)
-	True(t, err != nil && !isTimeout(err), "round trip should fail fast, got", err)
+	err = proxyRoundTrip(c, bufio.NewReader(c), "x", 5*time.Second)
+	True(t, err != nil && !isProxyTimeout(err), "round trip should fail fast, got", err)
 }
 
-func isTimeout(err error) bool {
+func isProxyTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func TestProxyForwards(t *testing.T) {
-	e := startEcho(t)
+	e := startProxyEcho(t)
 	p := startProxy(t, e.ln.Addr().String())
 	Equal(t, p.Target(), e.ln.Addr().String(), "target")
 	c, r := dialProxy(t, p)
 	for i := range 5 {
-		NoError(t, roundTrip(c, r, fmt.Sprintf("hello %d", i), 2*time.Second), "round trip")
+		NoError(t, proxyRoundTrip(c, r, fmt.Sprintf("hello %d", i), 2*time.Second), "round trip")
 	}
 	// Bulk data in both directions, larger than the copy buffer.
 	big := make([]byte, 256<<10)
@@ -134,40 +134,40 @@ func TestProxyForwards(t *testing.T) {
 }
 
 func TestProxyCutAndRestore(t *testing.T) {
-	e := startEcho(t)
+	e := startProxyEcho(t)
 	p := startProxy(t, e.ln.Addr().String())
 	c, r := dialProxy(t, p)
-	NoError(t, roundTrip(c, r, "before", 2*time.Second), "before cut")
+	NoError(t, proxyRoundTrip(c, r, "before", 2*time.Second), "before cut")
 
 	p.Cut()
 	// The open connection is closed by the proxy: reads end at once, no timeout.
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err := r.ReadString('\n')
-	True(t, err != nil && !isTimeout(err), "read after Cut should fail with EOF/reset, got", err)
+	True(t, err != nil && !isProxyTimeout(err), "read after Cut should fail with EOF/reset, got", err)
 	Equal(t, p.Conns(), 0, "connections after Cut")
 
 	// New connections are accepted by the kernel but reset at once.
-	expectRefused(t, p)
+	expectProxyRefused(t, p)
 
 	p.Restore()
 	c3, r3 := dialProxy(t, p)
-	NoError(t, roundTrip(c3, r3, "after", 2*time.Second), "after restore")
+	NoError(t, proxyRoundTrip(c3, r3, "after", 2*time.Second), "after restore")
 }
 
 func TestProxyBlackhole(t *testing.T) {
-	e := startEcho(t)
+	e := startProxyEcho(t)
 	p := startProxy(t, e.ln.Addr().String())
 	c, r := dialProxy(t, p)
-	NoError(t, roundTrip(c, r, "one", 2*time.Second), "before blackhole")
+	NoError(t, proxyRoundTrip(c, r, "one", 2*time.Second), "before blackhole")
 
 	p.Blackhole(true)
-	err := roundTrip(c, r, "two", 200*time.Millisecond)
-	True(t, isTimeout(err), "request during Blackhole should time out, got", err)
+	err := proxyRoundTrip(c, r, "two", 200*time.Millisecond)
+	True(t, isProxyTimeout(err), "request during Blackhole should time out, got", err)
 
 	// New connections are accepted and hang too.
 	c2, r2 := dialProxy(t, p)
-	err = roundTrip(c2, r2, "new", 200*time.Millisecond)
-	True(t, isTimeout(err), "new connection during Blackhole should hang, got", err)
+	err = proxyRoundTrip(c2, r2, "new", 200*time.Millisecond)
+	True(t, isProxyTimeout(err), "new connection during Blackhole should hang, got", err)
 
 	// The held bytes arrive once the hang ends: the connection is intact.
 	p.Blackhole(false)
@@ -175,12 +175,12 @@ func TestProxyBlackhole(t *testing.T) {
 	line, err := r.ReadString('\n')
 	NoError(t, err, "held echo")
 	Equal(t, line, "two\n", "held echo")
-	NoError(t, roundTrip(c, r, "three", 2*time.Second), "after blackhole")
+	NoError(t, proxyRoundTrip(c, r, "three", 2*time.Second), "after blackhole")
 
 	// Restore also ends a hang.
 	p.Blackhole(true)
-	err = roundTrip(c, r, "four", 100*time.Millisecond)
-	True(t, isTimeout(err), "second hang", err)
+	err = proxyRoundTrip(c, r, "four", 100*time.Millisecond)
+	True(t, isProxyTimeout(err), "second hang", err)
 	p.Restore()
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	line, err = r.ReadString('\n')
@@ -189,17 +189,17 @@ func TestProxyBlackhole(t *testing.T) {
 }
 
 func TestProxyLatency(t *testing.T) {
-	e := startEcho(t)
+	e := startProxyEcho(t)
 	p := startProxy(t, e.ln.Addr().String())
 	c, r := dialProxy(t, p)
 	const d = 50 * time.Millisecond
 	p.SetLatency(d)
 	start := time.Now()
-	NoError(t, roundTrip(c, r, "slow", 5*time.Second), "with latency")
+	NoError(t, proxyRoundTrip(c, r, "slow", 5*time.Second), "with latency")
 	// One chunk each way: at least twice the latency.
 	True(t, time.Since(start) >= 2*d, "round trip took", time.Since(start))
 	p.SetLatency(0)
-	NoError(t, roundTrip(c, r, "fast", 2*time.Second), "without latency")
+	NoError(t, proxyRoundTrip(c, r, "fast", 2*time.Second), "without latency")
 }
 
 func TestProxyTargetDown(t *testing.T) {
@@ -208,11 +208,11 @@ func TestProxyTargetDown(t *testing.T) {
 	target := ln.Addr().String()
 	ln.Close() // nothing listens there now
 	p := startProxy(t, target)
-	expectRefused(t, p)
+	expectProxyRefused(t, p)
 }
 
 func TestProxyCloseLeavesNoGoroutines(t *testing.T) {
-	e := startEcho(t)
+	e := startProxyEcho(t)
 	before := runtime.NumGoroutine()
 	p, err := NewProxy("127.0.1.1:0", e.ln.Addr().String())
 	NoError(t, err, "NewProxy")
@@ -221,7 +221,7 @@ func TestProxyCloseLeavesNoGoroutines(t *testing.T) {
 		c, err := net.Dial("tcp", p.Addr())
 		NoError(t, err, "dial")
 		conns = append(conns, c)
-		NoError(t, roundTrip(c, bufio.NewReader(c), fmt.Sprint("m", i), 2*time.Second), "round trip")
+		NoError(t, proxyRoundTrip(c, bufio.NewReader(c), fmt.Sprint("m", i), 2*time.Second), "round trip")
 	}
 	p.Blackhole(true) // goroutines parked in the hang must end too
 	for _, c := range conns {
