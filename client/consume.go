@@ -23,13 +23,13 @@ type consumeRequest struct {
 func (pc *PushConsumer) pullLoop(pq *processQueue) {
 	defer pq.done.Done()
 	backoff := pc.cfg.PullBackoff
-	orderlyLocked := pc.cfg.Orderly && pc.cfg.MessageModel == Clustering
+	needLock := pc.useLocks()
 	for pq.ctx.Err() == nil {
 		if pq.cached() >= pc.cfg.MaxCachedMessages {
 			sleepCtx(pq.ctx, 20*time.Millisecond) // flow control: the handlers are behind
 			continue
 		}
-		if orderlyLocked && !pq.lockValid(pc.lockMaxAge()) {
+		if needLock && !pq.lockValid(pc.lockMaxAge()) {
 			sleepCtx(pq.ctx, 100*time.Millisecond)
 			continue
 		}
@@ -242,7 +242,7 @@ func (pc *PushConsumer) callHandler(ctx context.Context, h Handler, msgs []*Mess
 // MaxReconsumeTimes it goes to the dead-letter queue.
 func (pc *PushConsumer) orderlyLoop(pq *processQueue) {
 	defer pq.done.Done()
-	needLock := pc.cfg.MessageModel == Clustering
+	needLock := pc.useLocks()
 	for pq.ctx.Err() == nil {
 		batch := pq.head(pc.cfg.ConsumeBatchSize)
 		if len(batch) == 0 {

@@ -41,6 +41,11 @@ type PushConsumer struct {
 	queues  map[MessageQueue]*processQueue
 	local   map[MessageQueue]int64 // broadcasting offsets
 	brokerOK map[string]bool       // last heartbeat outcome per broker address
+	// seen remembers every broker address a route listed, and when, so the
+	// heartbeat keeps knocking on a broker that left the routes: the first
+	// answer after its return triggers a route refresh and a rebalance at
+	// once instead of at the next RouteRefreshInterval.
+	seen map[string]time.Time
 	watched map[*remoting.Conn]bool
 
 	rebalanceCh chan struct{}
@@ -66,6 +71,7 @@ func NewPushConsumer(cfg ConsumerConfig) (*PushConsumer, error) {
 		queues:      map[MessageQueue]*processQueue{},
 		local:       map[MessageQueue]int64{},
 		brokerOK:    map[string]bool{},
+		seen:        map[string]time.Time{},
 		watched:     map[*remoting.Conn]bool{},
 		rebalanceCh: make(chan struct{}, 1),
 		heartbeatCh: make(chan struct{}, 1),
@@ -143,7 +149,7 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 	pc.c.goLoop(pc.rebalanceLoop)
 	pc.c.goLoop(pc.heartbeatLoop)
 	pc.c.goLoop(pc.commitLoop)
-	if pc.cfg.Orderly && pc.cfg.MessageModel == Clustering {
+	if pc.useLocks() {
 		pc.c.goLoop(pc.lockLoop)
 	}
 	return nil
@@ -161,8 +167,9 @@ func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 		}
 		return nil
 	}
+	// Holding rebalanceMu waits for a rebalance in progress and keeps the
+	// next one from taking queues; closing makes it a no-op afterwards.
 	pc.rebalanceMu.Lock()
-	defer pc.rebalanceMu.Unlock()
 	pc.mu.Lock()
 	pc.closing = true
 	held := make([]*processQueue, 0, len(pc.queues))
@@ -172,6 +179,7 @@ func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 	}
 	pc.mu.Unlock()
 	pc.release(ctx, held)
+	pc.rebalanceMu.Unlock()
 	_, err := pc.c.stop(ctx)
 	return err
 }
@@ -269,14 +277,37 @@ func (pc *PushConsumer) heartbeatData() []byte {
 	return mustJSON(&hb)
 }
 
+// forgetBrokerAfter is how long a broker that left the routes is still
+// heartbeated (see PushConsumer.seen).
+const forgetBrokerAfter = 10 * time.Minute
+
 // heartbeatAll sends HEART_BEAT to every broker (masters and slaves) of
-// every IDC in the routes of the subscribed topics, in parallel. A broker
-// that answers again after failing triggers a rebalance: it may hold queues
-// for us.
+// every IDC in the routes of the subscribed topics, and to those that left
+// the routes recently, in parallel. A broker that answers again after
+// failing triggers a route refresh and a rebalance: it is back, and may hold
+// queues for us.
 func (pc *PushConsumer) heartbeatAll(ctx context.Context) {
 	body := pc.heartbeatData()
+	now := time.Now()
+	inRoute := map[string]bool{}
+	current := pc.c.routes.brokerAddrs(pc.topics())
+	pc.mu.Lock()
+	for _, addr := range current {
+		inRoute[addr] = true
+		pc.seen[addr] = now
+	}
+	var addrs []string
+	for addr, at := range pc.seen {
+		if now.Sub(at) > forgetBrokerAfter {
+			delete(pc.seen, addr)
+			delete(pc.brokerOK, addr)
+			continue
+		}
+		addrs = append(addrs, addr)
+	}
+	pc.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, addr := range pc.c.routes.brokerAddrs(pc.topics()) {
+	for _, addr := range addrs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -293,8 +324,9 @@ func (pc *PushConsumer) heartbeatAll(ctx context.Context) {
 				return
 			}
 			pc.watchBroker(addr)
-			if known && !was {
-				pc.c.logger.Info("broker answers again", "broker", addr)
+			if (known && !was) || !inRoute[addr] {
+				pc.c.logger.Info("broker answers again", "broker", addr, "inRoute", inRoute[addr])
+				pc.c.routes.triggerRefresh()
 				pc.triggerRebalance()
 			}
 		}()

@@ -185,7 +185,7 @@ func (pc *PushConsumer) release(ctx context.Context, pqs []*processQueue) {
 				pc.c.logger.Warn("handlers still running at hand-over", "queue", pq.mq)
 			}
 			pc.commit(ctx, pq)
-			if pc.cfg.Orderly && pc.cfg.MessageModel == Clustering {
+			if pc.useLocks() {
 				if err := pc.c.unlockBatch(ctx, pq.broker.master(), pc.cfg.Group, []MessageQueue{pq.mq}); err != nil {
 					pc.c.logger.Debug("unlock failed", "queue", pq.mq, "err", err)
 				}
@@ -208,7 +208,7 @@ func (pc *PushConsumer) acquire(ctx context.Context, add []MessageQueue, want ma
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if pc.cfg.Orderly && pc.cfg.MessageModel == Clustering {
+			if pc.useLocks() {
 				locked, err := pc.c.lockBatch(ctx, addr, pc.cfg.Group, mqs)
 				if err != nil {
 					pc.c.logger.Debug("lock failed", "broker", addr, "err", err)
@@ -249,7 +249,7 @@ func (pc *PushConsumer) startQueue(mq MessageQueue, b *brokerInfo, start int64) 
 		return
 	}
 	pq := newProcessQueue(pc.c.ctx, mq, b, sub, start)
-	if pc.cfg.Orderly && pc.cfg.MessageModel == Clustering {
+	if pc.useLocks() {
 		pq.setLocked(true)
 	}
 	pc.mu.Lock()

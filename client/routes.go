@@ -244,12 +244,15 @@ func (t *routeTable) triggerRefresh() {
 	}
 }
 
-// refreshAll re-reads every cached route.
-func (t *routeTable) refreshAll(ctx context.Context) {
+// refreshAll re-reads every cached route, or with degradedOnly only those
+// that lack a live broker of the client's own IDC.
+func (t *routeTable) refreshAll(ctx context.Context, degradedOnly bool) {
 	t.mu.Lock()
 	topics := make([]string, 0, len(t.topics))
-	for topic := range t.topics {
-		topics = append(topics, topic)
+	for topic, r := range t.topics {
+		if !degradedOnly || t.degraded(r) {
+			topics = append(topics, topic)
+		}
 	}
 	t.mu.Unlock()
 	for _, topic := range topics {
@@ -259,19 +262,51 @@ func (t *routeTable) refreshAll(ctx context.Context) {
 	}
 }
 
-// refreshLoop refreshes every RouteRefreshInterval and on demand, at most
-// once per 50 ms so a burst of failures costs one round of queries.
+// degraded reports whether r has no broker of the client's own IDC with a
+// master (or does not exist): the client is running on other IDCs, or
+// waiting for the topic, and wants to notice the change quickly.
+func (t *routeTable) degraded(r *route) bool {
+	if r.notFound {
+		return true
+	}
+	if t.c.cfg.IDC == "" {
+		return false
+	}
+	for _, b := range r.brokers {
+		if idc.Same(b.idc, t.c.cfg.IDC) && b.master() != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// degradedRefreshInterval is how often routes without an own-IDC broker are
+// re-read, so traffic returns to a recovered IDC within about a second
+// rather than a full RouteRefreshInterval. It costs one small request per
+// such topic per second, only while the IDC is degraded.
+const degradedRefreshInterval = time.Second
+
+// refreshLoop refreshes every route every RouteRefreshInterval, degraded
+// ones every degradedRefreshInterval, and all of them on demand — at most
+// once per 50 ms, so a burst of failures costs one round of queries.
 func (t *routeTable) refreshLoop(ctx context.Context) {
-	tk := time.NewTicker(t.c.cfg.RouteRefreshInterval)
+	tick := min(t.c.cfg.RouteRefreshInterval, degradedRefreshInterval)
+	tk := time.NewTicker(tick)
 	defer tk.Stop()
+	lastFull := time.Now()
 	for {
+		full := true
 		select {
 		case <-ctx.Done():
 			return
 		case <-tk.C:
+			full = time.Since(lastFull) >= t.c.cfg.RouteRefreshInterval-tick/2
 		case <-t.refreshCh:
 		}
-		t.refreshAll(ctx)
+		if full {
+			lastFull = time.Now()
+		}
+		t.refreshAll(ctx, !full)
 		select {
 		case <-ctx.Done():
 			return

@@ -68,7 +68,7 @@ func TestClientS2BrokerDownThenS5(t *testing.T) {
 	createTopic(t, c, topic, 4)
 	rec := newRecorder()
 	c1 := newConsumer(t, clientConfig(c, 1), "S2Group", topic, rec.handler("idc1"))
-	newConsumer(t, clientConfig(c, 2), "S2Group", topic, rec.handler("idc2"))
+	c2 := newConsumer(t, clientConfig(c, 2), "S2Group", topic, rec.handler("idc2"))
 	p1 := newProducer(t, clientConfig(c, 1))
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if len(queuesOf(c1, topic, devcluster.BrokerName(1))) != 4 {
@@ -120,8 +120,14 @@ func TestClientS2BrokerDownThenS5(t *testing.T) {
 		if len(queuesOf(c1, topic, devcluster.BrokerName(1))) != 4 || len(queuesOf(c1, topic, devcluster.BrokerName(2))) != 0 {
 			return fmt.Errorf("idc1 consumer holds %v", sortedQueues(c1.Queues()))
 		}
+		// idc2's consumer takes back the idc2 queues idc1's consumer gave
+		// up, without waiting for its route refresh.
+		if len(queuesOf(c2, topic, devcluster.BrokerName(2))) != 4 {
+			return fmt.Errorf("idc2 consumer holds %v", sortedQueues(c2.Queues()))
+		}
 		return nil
 	})
+	t.Logf("S5 hand-back (broker start → each consumer holds exactly its own IDC's queues): %v", time.Since(t1))
 	back, _ := load.firstAfter(t1, "idc1")
 	t.Logf("S5 fail-back (broker start → first send stored on idc1 again): %v", back.at.Sub(t1))
 	load.halt()
@@ -247,6 +253,23 @@ func TestClientS4ConsumersDownThenS5(t *testing.T) {
 		}
 		return fmt.Errorf("idc2 consumer has read nothing from idc1's broker")
 	})
+
+	// Everything sent to idc1's broker meanwhile is drained by idc2.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		n := 0
+		_, outs, _ := load.snapshot()
+		for _, o := range outs {
+			if o.err == nil && o.at.After(t0) && o.res.IDC == "idc1" {
+				n++
+			}
+		}
+		if n < 30 {
+			return fmt.Errorf("only %d messages sent to idc1 since the consumers left", n)
+		}
+		return nil
+	})
+	drained, _, _ := load.snapshot()
+	rec.waitAll(t, drained, 10*time.Second)
 
 	// S5: an idc1 consumer returns and gets idc1's queues back.
 	t1 := time.Now()

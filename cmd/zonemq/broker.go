@@ -297,8 +297,9 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	case <-ctx.Done():
 	}
-	// Shutdown is bounded (1 s to unregister, 5 s to drain requests); this
-	// guard keeps the promise of stopping within 10 s even if it is not.
+	// Shutdown is bounded (about 2 s to unregister, 1 s to answer parked
+	// pulls, 3 s to drain requests); this guard keeps the promise of
+	// stopping within 10 s even if it is not.
 	select {
 	case err := <-done:
 		return err

@@ -78,9 +78,7 @@ func cliRunCtx(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func cli(t *testing.T, args ...string) cliResult {
 	t.Helper()
 	var out, errb bytes.Buffer
-	start := time.Now()
 	code := run(args, &out, &errb)
-	t.Logf("%v: %v", args[:2], time.Since(start))
 	return cliResult{stdout: out.String(), stderr: errb.String(), code: code}
 }
 

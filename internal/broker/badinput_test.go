@@ -73,6 +73,7 @@ func TestBrokerBadInput(t *testing.T) {
 		{"send to a read-only topic", protocol.SendMessage, sendExt("ReadOnlyTopic", nil), []byte("x"), protocol.NoPermission, "not writable"},
 		{"send to queue 99", protocol.SendMessage, sendExt("BadTopic", map[string]string{"queueId": "99"}), []byte("x"), protocol.SystemError, "queueId[99]"},
 		{"send a body above maxMessageSize", protocol.SendMessage, sendExt("BadTopic", nil), make([]byte, 2000), protocol.MessageIllegal, "2000 bytes; this broker's limit (maxMessageSize) is 1024"},
+		{"send a huge body to a new topic", protocol.SendMessage, sendExt("BigNewTopic", nil), make([]byte, 1025), protocol.MessageIllegal, "maxMessageSize"},
 		{"send over-long properties", protocol.SendMessage, sendExt("BadTopic", map[string]string{"properties": "K\x01" + strings.Repeat("v", 40000) + "\x02"}), []byte("x"), protocol.MessageIllegal, "properties"},
 		{"batch with a garbage body", protocol.SendBatchMessage, v2(nil), []byte{1, 2, 3}, protocol.MessageIllegal, "item 0"},
 		{"batch with an empty body", protocol.SendBatchMessage, v2(nil), nil, protocol.MessageIllegal, "empty"},
@@ -128,6 +129,8 @@ func TestBrokerBadInput(t *testing.T) {
 	}
 	_, ok := s.topics.get("%RETRY%bad_cg")
 	testutil.True(t, !ok, "a refused batch creates no retry topic")
+	_, ok = s.topics.get("BigNewTopic")
+	testutil.True(t, !ok, "a refused message creates no topic")
 
 	// A full disk refuses sends with a remark saying so; clients retry
 	// elsewhere (SERVICE_NOT_AVAILABLE).

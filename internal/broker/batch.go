@@ -62,12 +62,9 @@ func decodeBatch(b []byte) ([]batchItem, error) {
 
 // sendBatch stores every message of a batch as its own record, at
 // consecutive offsets of one queue, and answers with the comma-joined
-// offset message ids.
+// offset message ids. The caller has checked the topic, the queue and the
+// batch size.
 func (s *Server) sendBatch(ctx context.Context, req *remoting.Command, h *protocol.SendMessageRequestHeader, bornHost netip.AddrPort) *remoting.Command {
-	if len(req.Body) > s.opts.MaxMessageSize {
-		return errorf(req, protocol.MessageIllegal, "the batch body is %d bytes; this broker's limit (maxMessageSize) is %d bytes",
-			len(req.Body), s.opts.MaxMessageSize)
-	}
 	if h.SysFlag&protocol.SysFlagTransactionMask != 0 {
 		return errorf(req, protocol.MessageIllegal, "batches cannot carry transaction messages")
 	}

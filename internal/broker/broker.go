@@ -72,7 +72,7 @@ import (
 const DefaultRegion = "DefaultRegion"
 
 // drainTimeout bounds how long Shutdown waits for requests in flight.
-const drainTimeout = 5 * time.Second
+const drainTimeout = 3 * time.Second
 
 // Server is one broker. Its methods are safe for concurrent use.
 type Server struct {
@@ -276,13 +276,19 @@ func (s *Server) Shutdown() {
 	// already on their way are still served.
 	s.namesrvs.stop()
 	s.namesrvs.unregisterAll()
-	s.pulls.close()
+	select {
+	case <-s.pulls.close():
+	case <-time.After(time.Second):
+		// A client that does not read its socket; closing the connections
+		// below ends the write.
+	}
 	select {
 	case <-s.gate.close():
 	case <-time.After(drainTimeout):
 		s.logger.Warn("requests still in flight after the drain timeout; closing connections", "timeout", drainTimeout)
 	}
 	s.remoting.Close()
+	s.pulls.wait()
 	s.cancel()
 	s.wg.Wait()
 	for _, fn := range s.closers {

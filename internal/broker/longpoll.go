@@ -169,9 +169,12 @@ func (h *pullHolder) parked() int {
 	return n
 }
 
-// close answers every parked pull with PULL_NOT_FOUND, refuses new parks
-// and waits for the answers already being prepared.
-func (h *pullHolder) close() {
+// close refuses new parks and answers every parked pull with
+// PULL_NOT_FOUND, each on its own goroutine so that a client that does not
+// read cannot hold up the shutdown. The returned channel closes when all
+// those answers are written; wait also waits for the released pulls still
+// being read.
+func (h *pullHolder) close() <-chan struct{} {
 	h.mu.Lock()
 	h.closed = true
 	var all []*parkedPull
@@ -183,18 +186,34 @@ func (h *pullHolder) close() {
 	for _, pp := range all {
 		h.takeLocked(pp)
 	}
+	h.wg.Add(len(all))
 	h.mu.Unlock()
+	var answers sync.WaitGroup
+	answers.Add(len(all))
 	for _, pp := range all {
-		hd := &pp.header
-		resp := remoting.NewResponse(pp.req, int32(protocol.PullNotFound), "broker is shutting down")
-		rh := protocol.PullMessageResponseHeader{
-			SuggestWhichBrokerID: protocol.MasterID,
-			NextBeginOffset:      hd.QueueOffset,
-			MinOffset:            h.s.store.MinOffset(hd.Topic, hd.QueueID),
-			MaxOffset:            h.s.store.MaxOffset(hd.Topic, hd.QueueID),
-		}
-		resp.ExtFields = rh.Ext()
-		pp.conn.Respond(resp)
+		go func() {
+			defer h.wg.Done()
+			defer answers.Done()
+			hd := &pp.header
+			resp := remoting.NewResponse(pp.req, int32(protocol.PullNotFound), "broker is shutting down")
+			rh := protocol.PullMessageResponseHeader{
+				SuggestWhichBrokerID: protocol.MasterID,
+				NextBeginOffset:      hd.QueueOffset,
+				MinOffset:            h.s.store.MinOffset(hd.Topic, hd.QueueID),
+				MaxOffset:            h.s.store.MaxOffset(hd.Topic, hd.QueueID),
+			}
+			resp.ExtFields = rh.Ext()
+			pp.conn.Respond(resp)
+		}()
 	}
-	h.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		answers.Wait()
+		close(done)
+	}()
+	return done
 }
+
+// wait returns when every answer close or a release started has finished.
+// Call it after close, before the store closes.
+func (h *pullHolder) wait() { h.wg.Wait() }

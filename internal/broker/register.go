@@ -203,9 +203,10 @@ func (r *registrar) describe() string {
 
 // peerState is what one loop remembers between beats.
 type peerState struct {
-	conn     *remoting.Conn // the connection the last full registration used
-	lastFull time.Time
-	needFull bool
+	conn       *remoting.Conn // the connection the last full registration used
+	lastFull   time.Time
+	needFull   bool
+	registered bool // a registration has succeeded at least once
 }
 
 func (r *registrar) peerLoop(ctx context.Context, p *namesrvPeer) {
@@ -213,7 +214,7 @@ func (r *registrar) peerLoop(ctx context.Context, p *namesrvPeer) {
 	defer t.Stop()
 	var st peerState
 	for {
-		r.beat(ctx, p, &st)
+		r.beat(ctx, p, &st, false)
 		select {
 		case <-ctx.Done():
 			r.mu.Lock()
@@ -233,7 +234,7 @@ func (r *registrar) peerLoop(ctx context.Context, p *namesrvPeer) {
 // beat does one round with one name server: a heartbeat when the last full
 // registration is recent and went over the current connection, otherwise
 // (or when the heartbeat is refused) a full registration.
-func (r *registrar) beat(ctx context.Context, p *namesrvPeer, st *peerState) {
+func (r *registrar) beat(ctx context.Context, p *namesrvPeer, st *peerState, retried bool) {
 	timeout := r.s.opts.NamesrvTimeout
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	conn, err := r.client.Conn(dctx, p.addr)
@@ -249,6 +250,11 @@ func (r *registrar) beat(ctx context.Context, p *namesrvPeer, st *peerState) {
 		resp, err := r.invoke(ctx, p, conn, r.heartbeatRequest(), timeout)
 		if err != nil {
 			st.conn = nil
+			if errors.Is(err, remoting.ErrConnClosed) && !retried && ctx.Err() == nil {
+				// The name server went away (restart?): dial again and
+				// register now rather than a heartbeat interval later.
+				r.beat(ctx, p, st, true)
+			}
 			return
 		}
 		if resp.Code == int32(protocol.Success) {
@@ -256,6 +262,9 @@ func (r *registrar) beat(ctx context.Context, p *namesrvPeer, st *peerState) {
 			return
 		}
 		r.s.logger.Info("name server refused the heartbeat; registering again", "namesrv", p.addr, "code", resp.Code, "remark", resp.Remark)
+	}
+	if st.registered && conn != st.conn {
+		r.s.logger.Info("name server connection re-established; registering again", "namesrv", p.addr)
 	}
 	// A register carries every topic, so it gets twice the time.
 	resp, err := r.invoke(ctx, p, conn, r.registerRequest(), 2*timeout)
@@ -268,7 +277,7 @@ func (r *registrar) beat(ctx context.Context, p *namesrvPeer, st *peerState) {
 		st.conn = nil
 		return
 	}
-	st.conn, st.lastFull, st.needFull = conn, time.Now(), false
+	st.conn, st.lastFull, st.needFull, st.registered = conn, time.Now(), false, true
 	p.setState(r.s.logger, peerRegistered, nil)
 }
 

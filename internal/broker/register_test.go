@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ type recorder struct {
 	srv  *remoting.Server
 	mu   sync.Mutex
 	reqs []*remoting.Command
+	// forget makes it answer heartbeats BROKER_NOT_EXIST, as a name server
+	// that restarted or expired the broker does.
+	forget atomic.Bool
 }
 
 func startRecorder(t *testing.T, ip string) *recorder {
@@ -37,11 +41,27 @@ func startRecorder(t *testing.T, ip string) *recorder {
 		r.mu.Lock()
 		r.reqs = append(r.reqs, req)
 		r.mu.Unlock()
+		if req.Code == int32(protocol.BrokerHeartbeat) && r.forget.Load() {
+			return remoting.NewResponse(req, int32(protocol.BrokerNotExist), "unknown broker")
+		}
 		return remoting.NewResponse(req, 0, "")
 	})
 	go srv.Serve()
 	t.Cleanup(func() { srv.Close() })
 	return r
+}
+
+// count returns how many requests with code arrived.
+func (r *recorder) count(code protocol.RequestCode) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, req := range r.reqs {
+		if req.Code == int32(code) {
+			n++
+		}
+	}
+	return n
 }
 
 // last returns the last request with code, or nil.
@@ -238,4 +258,41 @@ func TestBrokerKilledIsDroppedOnConnectionClose(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestBrokerRefusedHeartbeatRegistersAtOnce(t *testing.T) {
+	rec := startRecorder(t, "127.0.2.1")
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-hb", rec.srv.Addr())
+	opts.HeartbeatInterval = 50 * time.Millisecond
+	startBroker(t, opts)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if rec.count(protocol.BrokerHeartbeat) < 3 {
+			return fmt.Errorf("%d heartbeats so far", rec.count(protocol.BrokerHeartbeat))
+		}
+		return nil
+	})
+	registers := rec.count(protocol.RegisterBroker)
+	testutil.Equal(t, registers, 1, "one registration, then light heartbeats")
+	// The name server forgets the broker: the next refused heartbeat is
+	// followed by a full registration in the same beat.
+	rec.forget.Store(true)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if rec.count(protocol.RegisterBroker) == registers {
+			return fmt.Errorf("no registration after a refused heartbeat")
+		}
+		return nil
+	})
+	rec.forget.Store(false)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	seen := 0
+	for i, req := range rec.reqs {
+		if req.Code != int32(protocol.RegisterBroker) {
+			continue
+		}
+		if seen++; seen == registers+1 {
+			testutil.Equal(t, rec.reqs[i-1].Code, int32(protocol.BrokerHeartbeat), "a refused heartbeat precedes the new registration")
+			break
+		}
+	}
 }

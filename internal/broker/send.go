@@ -32,8 +32,22 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 	if err != nil {
 		return badHeader(req, err)
 	}
-	if protocol.RequestCode(req.Code) == protocol.SendBatchMessage && strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix) {
-		// Refused before checkSend, which would create the retry topic.
+	// Limits first: checkSend may create the topic, and a refused message
+	// must leave nothing behind.
+	batch := protocol.RequestCode(req.Code) == protocol.SendBatchMessage
+	what := "message body"
+	if batch {
+		what = "batch body"
+	}
+	if len(req.Body) > s.opts.MaxMessageSize {
+		return errorf(req, protocol.MessageIllegal, "the %s is %d bytes; this broker's limit (maxMessageSize) is %d bytes",
+			what, len(req.Body), s.opts.MaxMessageSize)
+	}
+	if len(h.Properties) > protocol.MaxPropertiesLength {
+		return errorf(req, protocol.MessageIllegal, "the message properties are %d bytes; the limit is %d bytes",
+			len(h.Properties), protocol.MaxPropertiesLength)
+	}
+	if batch && strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix) {
 		return errorf(req, protocol.MessageIllegal, "batches cannot be sent to retry topic %s", h.Topic)
 	}
 	queueID, resp := s.checkSend(req, &h)
@@ -42,16 +56,8 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 	}
 	h.QueueID = queueID
 	bornHost, _ := netip.ParseAddrPort(c.RemoteAddr())
-	if protocol.RequestCode(req.Code) == protocol.SendBatchMessage {
+	if batch {
 		return s.sendBatch(ctx, req, &h, bornHost)
-	}
-	if len(req.Body) > s.opts.MaxMessageSize {
-		return errorf(req, protocol.MessageIllegal, "the message body is %d bytes; this broker's limit (maxMessageSize) is %d bytes",
-			len(req.Body), s.opts.MaxMessageSize)
-	}
-	if len(h.Properties) > protocol.MaxPropertiesLength {
-		return errorf(req, protocol.MessageIllegal, "the message properties are %d bytes; the limit is %d bytes",
-			len(h.Properties), protocol.MaxPropertiesLength)
 	}
 	m := &protocol.MessageExt{
 		Topic:          h.Topic,

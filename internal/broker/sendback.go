@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 
@@ -76,6 +77,9 @@ func (s *Server) handleConsumerSendMsgBack(ctx context.Context, c *remoting.Conn
 		return success(req, nil, nil)
 	}
 	orig, err := s.store.MessageAt(h.Offset)
+	if err == nil && isInternalTopic(orig.Topic) {
+		err = fmt.Errorf("the record at %d belongs to the internal topic %s", h.Offset, orig.Topic)
+	}
 	if err != nil {
 		s.logger.Warn("CONSUMER_SEND_MSG_BACK for an unreadable offset", "group", h.Group, "offset", h.Offset, "peer", c.RemoteAddr(), "err", err)
 		return errorf(req, protocol.SystemError, "look message by offset failed: no message at commit-log offset %d on broker %s", h.Offset, s.opts.BrokerName)
@@ -129,6 +133,13 @@ func (s *Server) retryCopy(orig *protocol.MessageExt, originMsgID string) *proto
 		Body:           orig.Body,
 		Properties:     props,
 	}
+}
+
+// isInternalTopic reports whether topic holds the broker's own records
+// (delayed or half messages, transaction op records), which are never handed
+// to consumers and so never come back.
+func isInternalTopic(topic string) bool {
+	return topic == protocol.ScheduleTopic || topic == transHalfTopic || topic == transOpHalfTopic
 }
 
 // putRetry stores m in the group's retry topic (created if missing) through

@@ -109,6 +109,11 @@ func TestBrokerRetryRocketMQClientToDLQ(t *testing.T) {
 	waitRoute(t, raw, ns.Addr(), topic, s)
 
 	group := "retry_cg_" + runToken
+	// The retry topic exists before the consumer starts, as it would in
+	// production; otherwise a slow start may miss its route until the
+	// client's 30 s route refresh.
+	createTopic(t, raw, s.Addr(), protocol.RetryTopic(group), 1)
+	waitRoute(t, raw, ns.Addr(), protocol.RetryTopic(group), s)
 	var mu sync.Mutex
 	attempts := map[string][]int32{}
 	c, err := consumer.NewPushConsumer(

@@ -88,7 +88,19 @@ func newTransactionService(s *Server, opts extraOptions) *transactionService {
 		st = transactionState{HalfOffset: s.store.MinOffset(transHalfTopic, 0), OpOffset: s.store.MinOffset(transOpHalfTopic, 0)}
 	}
 	t.halfOffset = st.HalfOffset
+	if end := s.store.MaxOffset(transHalfTopic, 0); t.halfOffset > end {
+		// The store lost its tail in a crash after the position was saved;
+		// half messages stored from now on reuse those offsets and must
+		// not count as resolved.
+		s.logger.Warn("the transaction check position is beyond the half queue; moving it back", "position", t.halfOffset, "end", end)
+		t.halfOffset = end
+	}
 	t.replayOps(st.OpOffset)
+	for half := range t.resolved {
+		if half >= s.store.MaxOffset(transHalfTopic, 0) {
+			delete(t.resolved, half) // an op record of a lost half message
+		}
+	}
 	return t
 }
 

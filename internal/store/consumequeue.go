@@ -218,6 +218,24 @@ func (q *consumeQueue) trimBlankTail(f *cqFile, n int64) (int64, error) {
 	return n, nil
 }
 
+// refreshLastPhysEndAfter recomputes lastPhysEnd after a truncation to off,
+// reading the file directly: the caller holds tailMu and the tail is empty.
+func (q *consumeQueue) refreshLastPhysEndAfter(off int64) {
+	q.lastPhysEnd = 0
+	if off <= q.minOffset.Load() {
+		return
+	}
+	f := q.fileFor(off - 1)
+	if f == nil {
+		return
+	}
+	var b [cqEntrySize]byte
+	if _, err := f.file.ReadAt(b[:], (off-1-f.start)*cqEntrySize); err == nil {
+		e := getCQEntry(b[:])
+		q.lastPhysEnd = e.phys + int64(e.size)
+	}
+}
+
 // refreshLastPhysEnd recomputes lastPhysEnd from the last entry.
 func (q *consumeQueue) refreshLastPhysEnd() error {
 	max := q.maxOffset.Load()
@@ -419,6 +437,7 @@ func (q *consumeQueue) truncateTo(off int64) error {
 		return err
 	}
 	q.tailStart = min(q.tailStart, off)
+	defer q.refreshLastPhysEndAfter(off)
 	q.mu.Lock()
 	var keep []*cqFile
 	var drop []*cqFile
@@ -447,7 +466,7 @@ func (q *consumeQueue) truncateTo(off int64) error {
 	if q.syncedOffset > off {
 		q.syncedOffset = off
 	}
-	return q.refreshLastPhysEnd()
+	return nil
 }
 
 // correctMin deletes files (never the last) whose entries all point below

@@ -22,7 +22,13 @@ func TestConsumeQueueFilesAndEntries(t *testing.T) {
 		phys = append(phys, res.CommitLogOffset)
 		sizes = append(sizes, m.StoreSize)
 	}
+	// Entries gather in memory until a checkpoint (or 1024 of them).
 	dir := filepath.Join(o.Dir, "consumequeue", "Q", "5")
+	_, err := os.ReadDir(dir)
+	testutil.True(t, os.IsNotExist(err), "no file before the tail is written")
+	res := s.GetMessages("Q", 5, 0, 32, 0, nil)
+	testutil.Equal(t, len(res.Messages), 20, "read from the tail")
+	checkpointNow(t, s)
 	des, err := os.ReadDir(dir)
 	testutil.NoError(t, err)
 	testutil.Equal(t, len(des), 3)
@@ -41,7 +47,7 @@ func TestConsumeQueueFilesAndEntries(t *testing.T) {
 	testutil.NoError(t, err)
 	testutil.Equal(t, st.Size(), int64(4*cqEntrySize), "the last file holds entries 16..19")
 	// A read spans file boundaries.
-	res := s.GetMessages("Q", 5, 6, 5, 0, nil)
+	res = s.GetMessages("Q", 5, 6, 5, 0, nil)
 	testutil.Equal(t, len(res.Messages), 5)
 	testutil.Equal(t, res.NextBeginOffset, int64(11))
 }
@@ -75,6 +81,7 @@ func TestConsumeQueueTruncateKeepsFile(t *testing.T) {
 		mustPut(t, s, newMsg("Q", 0, fmt.Sprint(i), nil))
 	}
 	q := s.queue("Q", 0)
+	flushDerived(t, s)
 	s.putMu.Lock()
 	testutil.NoError(t, q.truncateTo(8))
 	s.putMu.Unlock()

@@ -166,3 +166,23 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func netipMust(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// flushDerived writes every consume-queue tail and key-index buffer to its
+// file, as a crash after a batch write but before a checkpoint would leave them.
+func flushDerived(t testing.TB, s *Store) {
+	t.Helper()
+	for _, q := range s.allQueues() {
+		testutil.NoError(t, q.flushTail(), "flush consume-queue tail")
+	}
+	for _, g := range s.cl.snapshot() {
+		testutil.NoError(t, g.index.flush(), "flush key index")
+	}
+}
+
+// checkpointNow runs a checkpoint as the maintenance loop would.
+func checkpointNow(t testing.TB, s *Store) {
+	t.Helper()
+	s.maintMu.Lock()
+	defer s.maintMu.Unlock()
+	testutil.NoError(t, s.checkpointLocked(), "checkpoint")
+}

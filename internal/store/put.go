@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 )
@@ -102,7 +103,9 @@ func (s *Store) put(ctx context.Context, ms []*protocol.MessageExt) (PutResult, 
 
 	// Encode outside the lock; the offsets and the store time are patched in
 	// under it (the body CRC does not cover them).
-	buf := make([]byte, 0, total)
+	bp := getPutBuffer(total)
+	defer putPutBuffer(bp)
+	buf := (*bp)[:0]
 	var one [1]pendingRecord
 	recs := one[:0]
 	if len(ms) > 1 {
@@ -201,5 +204,22 @@ func (s *Store) appendLocked(topic string, queueID int32, buf []byte, recs []pen
 func (s *Store) noteDerivedWrite(err error) {
 	if err != nil && !s.derivedFailing.Swap(true) {
 		s.log.Error("writing consume-queue or key-index files failed; entries stay in memory and are retried", "err", err)
+	}
+}
+
+// putBuffers recycles encode buffers: a put's buffer is dead once written.
+var putBuffers sync.Pool
+
+func getPutBuffer(n int) *[]byte {
+	if bp, ok := putBuffers.Get().(*[]byte); ok && cap(*bp) >= n {
+		return bp
+	}
+	b := make([]byte, 0, max(n, 4<<10))
+	return &b
+}
+
+func putPutBuffer(bp *[]byte) {
+	if cap(*bp) <= 1<<20 {
+		putBuffers.Put(bp)
 	}
 }

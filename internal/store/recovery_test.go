@@ -123,6 +123,10 @@ func TestStoreRecoveryTornTail(t *testing.T) {
 			s := openStore(t, o)
 			results := fillStore(t, s, 50)
 			last := results[len(results)-1]
+			// The consume-queue and key-index files were written, the
+			// checkpoint (still at 0) was not: recovery must drop the entries
+			// of the torn record.
+			flushDerived(t, s)
 			s.abandon()
 
 			files := segmentFiles(t, o.Dir)
@@ -283,6 +287,7 @@ func TestStoreRecoveryRebuildsDerivedFiles(t *testing.T) {
 		o, _ := testOptions(t)
 		s := openStore(t, o)
 		fillStore(t, s, 40)
+		flushDerived(t, s)
 		s.abandon()
 		// Entry 38 of T/0 now points at entry 37's record.
 		path := filepath.Join(o.Dir, "consumequeue", "T", "0", fmt.Sprintf("%020d", 32*cqEntrySize))

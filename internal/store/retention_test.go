@@ -35,6 +35,7 @@ func TestStoreRetentionDeletesExpiredSegments(t *testing.T) {
 	fresh := mustPut(t, s, newMsg("T", 0, "fresh", nil))
 	phys[0] = append(phys[0], fresh.CommitLogOffset)
 	testutil.NoError(t, s.cl.flushCommitLog())
+	checkpointNow(t, s) // write the consume-queue files
 	s.runRetention()
 
 	after := segmentFiles(t, o.Dir)

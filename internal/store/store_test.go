@@ -238,6 +238,7 @@ func TestStoreGetStatuses(t *testing.T) {
 
 	// OffsetTooSmall and OffsetOverflowBadly with min > 0: pretend the first
 	// consume-queue file was deleted.
+	flushDerived(t, s)
 	q := s.queue("T", 0)
 	q.minOffset.Store(8)
 	res = s.GetMessages("T", 0, 3, 32, 0, nil)

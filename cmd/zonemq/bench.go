@@ -1,0 +1,901 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/broker"
+	"github.com/zonemq/zonemq/internal/devcluster"
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+func init() {
+	register(command{
+		name:    "bench",
+		summary: "measure send and consume throughput and latency, against a cluster or an in-process one (--local)",
+		run:     runBench,
+	})
+}
+
+const benchSynopsis = "(--addrsrv URL | --namesrv 'ADDR;ADDR' | --local [--flush async|sync]) [--idc NAME] [--topic T] [--size 1024]\n" +
+	"                    [--count N | --duration D] [--producers 4] [--consumers 1] [--batch 1] [--mode send|consume|both] [--output text|json]"
+
+const benchAbout = `Sends and/or consumes messages as fast as the cluster takes them, with the
+public SDK, and reports messages/s and MB/s (MB = 10^6 bytes of body) sent and
+consumed, the latency of each send call (p50, p90, p99, max), errors, and the
+end-to-end latency from the broker's store timestamp to the consumer's handler
+(millisecond resolution; across machines it includes their clock offset).
+
+--mode both (the default) starts the consumers first, waits until they hold
+every queue of the topic, then sends; it waits (up to --drain-timeout) for
+every acknowledged message to be consumed, and counts the ones that were not
+as errors. --mode send only sends. --mode consume reads the topic's backlog
+with a fresh group from the first offset, until --count messages, --duration,
+or nothing new for --idle.
+
+--producers goroutines share one Producer (as the SDK recommends); each
+waits for its send to be stored before the next. --consumers PushConsumers
+form one group. Bodies are random bytes, so compression gains nothing.
+
+--local starts a one-IDC cluster (address server, name server, broker) in
+this process on free ports of 127.0.1.1 with a temporary data directory,
+runs the benchmark against it and stops it: client and servers then share
+this machine's cores.
+`
+
+// Benchmark bounds and defaults.
+const (
+	benchDefaultDuration = 10 * time.Second
+	// benchMaxDuration caps a --count run, so every run ends even if the
+	// cluster stops taking messages.
+	benchMaxDuration = 10 * time.Minute
+	// benchQueueWait bounds the wait for the consumers to hold the topic's
+	// queues before sending starts.
+	benchQueueWait = 20 * time.Second
+	// benchMaxMessageSize is the brokers' default body limit.
+	benchMaxMessageSize = 4 << 20
+)
+
+// benchOptions is the parsed bench command line.
+type benchOptions struct {
+	clientFlags  *clientFlags
+	local        bool
+	flush        string
+	topic        string
+	group        string
+	queues       int
+	size         int
+	count        int
+	duration     time.Duration
+	producers    int
+	consumers    int
+	batch        int
+	mode         string
+	output       string
+	drainTimeout time.Duration
+	idle         time.Duration
+	sendTimeout  time.Duration
+	progress     time.Duration
+}
+
+func (o benchOptions) sends() bool    { return o.mode == "send" || o.mode == "both" }
+func (o benchOptions) consumes() bool { return o.mode == "consume" || o.mode == "both" }
+
+func parseBenchArgs(args []string, stderr io.Writer) (benchOptions, error) {
+	var o benchOptions
+	fs := newFlagSet("bench", benchSynopsis, stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: zonemq bench %s\n\n%s\nFlags:\n", benchSynopsis, benchAbout)
+		fs.PrintDefaults()
+	}
+	o.clientFlags = addClientFlags(fs)
+	fs.BoolVar(&o.local, "local", false, "start an in-process one-IDC cluster on free ports, benchmark it, stop it (no address needed)")
+	fs.StringVar(&o.flush, "flush", "async", "with --local: the broker's flush `mode`, async (fsync every 500ms) or sync (acknowledge after fsync)")
+	fs.StringVar(&o.topic, "topic", "BenchTopic", "topic to use; created on every broker if missing")
+	fs.IntVar(&o.queues, "queues", 4, "queues per broker when the topic has to be created")
+	fs.StringVar(&o.group, "group", "", "consumer group (default: a fresh bench_<run id>, so nothing committed earlier applies)")
+	fs.IntVar(&o.size, "size", 1024, "message body size in `bytes`")
+	fs.IntVar(&o.count, "count", 0, "messages to send (--mode consume: to receive); 0: as many as --duration allows")
+	fs.DurationVar(&o.duration, "duration", 0, "how long to send (--mode consume: to receive); default 10s without --count,\n"+
+		"with --count a cap (default "+benchMaxDuration.String()+")")
+	fs.IntVar(&o.producers, "producers", 4, "goroutines sending at once, sharing one producer")
+	fs.IntVar(&o.consumers, "consumers", 1, "push consumers in the group")
+	fs.IntVar(&o.batch, "batch", 1, "messages per send call (more than 1: a batch send)")
+	fs.StringVar(&o.mode, "mode", "both", "send, consume or both")
+	fs.StringVar(&o.output, "output", "text", "text (a readable report, progress on stderr) or json (one JSON object)")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "--mode both: how long to wait after the last send for the consumers to catch up")
+	fs.DurationVar(&o.idle, "idle", 3*time.Second, "--mode consume: stop once nothing new arrived for this long")
+	fs.DurationVar(&o.sendTimeout, "send-timeout", client.DefaultSendTimeout, "how long one send call may take, failover included")
+	fs.DurationVar(&o.progress, "progress", time.Second, "text output: print progress on stderr this often (0: never)")
+	if err := parseQuiet(fs, args, stderr); err != nil {
+		return o, err
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if o.local {
+		for _, name := range []string{"addrsrv", "namesrv", "idc", "local-ip"} {
+			if explicit[name] {
+				return o, usagef("--local runs its own cluster: drop --%s", name)
+			}
+		}
+	} else {
+		if explicit["flush"] {
+			return o, usagef("--flush applies to --local only (a broker's flush mode is its own --flush)")
+		}
+		if strings.TrimSpace(o.clientFlags.addrsrv) == "" && strings.TrimSpace(o.clientFlags.namesrv) == "" {
+			return o, usagef("where is the cluster? give --addrsrv URL or --namesrv 'HOST:PORT;HOST:PORT' (or set $%s / $%s), or --local",
+				envAddrsrv, envNamesrv)
+		}
+	}
+	if _, err := broker.ParseFlushMode(o.flush); err != nil {
+		return o, usagef("--flush must be async or sync, got %q", o.flush)
+	}
+	switch {
+	case o.mode != "send" && o.mode != "consume" && o.mode != "both":
+		return o, usagef("--mode must be send, consume or both, got %q", o.mode)
+	case o.topic == "":
+		return o, usagef("--topic is required")
+	case o.size < 1 || o.size > benchMaxMessageSize:
+		return o, usagef("--size must be within 1..%d, got %d", benchMaxMessageSize, o.size)
+	case o.count < 0:
+		return o, usagef("--count must not be negative")
+	case o.duration < 0:
+		return o, usagef("--duration must not be negative")
+	case o.sends() && o.producers < 1:
+		return o, usagef("--producers must be at least 1 with --mode %s", o.mode)
+	case o.consumes() && o.consumers < 1:
+		return o, usagef("--consumers must be at least 1 with --mode %s", o.mode)
+	case o.batch < 1 || o.batch*o.size > benchMaxMessageSize:
+		return o, usagef("--batch must be at least 1 and --batch × --size at most %d bytes", benchMaxMessageSize)
+	case o.queues < 1:
+		return o, usagef("--queues must be at least 1")
+	case o.drainTimeout < 0 || o.idle <= 0 || o.sendTimeout <= 0 || o.progress < 0:
+		return o, usagef("--drain-timeout, --idle, --send-timeout and --progress must be positive")
+	}
+	switch {
+	case o.duration == 0 && o.count == 0:
+		o.duration = benchDefaultDuration
+	case o.duration == 0:
+		o.duration = benchMaxDuration
+	}
+	return o, checkOutput(o.output)
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseBenchArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, cleanup, err := benchCluster(ctx, o, stderr)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	r := newBenchRun(o, cfg, stderr)
+	report, err := r.run(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while setting up: nothing to report
+		}
+		return err
+	}
+	out := &lineWriter{w: stdout}
+	if o.output == "json" {
+		err = out.printJSON(report)
+	} else {
+		err = out.write([]byte(report.text()))
+	}
+	if err != nil {
+		return err
+	}
+	if report.Errors > 0 {
+		return fmt.Errorf("%s", report.errorSummary())
+	}
+	return nil
+}
+
+// benchCluster returns the client config to benchmark with: the command
+// line's cluster, or a fresh in-process one with --local (stopped by
+// cleanup).
+func benchCluster(ctx context.Context, o benchOptions, stderr io.Writer) (client.ClientConfig, func(), error) {
+	if !o.local {
+		cfg, err := o.clientFlags.config(stderr)
+		return cfg, func() {}, err
+	}
+	logger, err := newLogger(stderr, o.clientFlags.logLevel)
+	if err != nil {
+		return client.ClientConfig{}, nil, err
+	}
+	mode, _ := broker.ParseFlushMode(o.flush) // checked by parseBenchArgs
+	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 1, Logger: logger, BrokerFlush: mode})
+	if err != nil {
+		return client.ClientConfig{}, nil, fmt.Errorf("cannot start the local cluster: %s", oneLine(err.Error()))
+	}
+	cfg := c.ClientConfig(1)
+	cfg.IDC = devcluster.IDCName(1)
+	cfg.InstanceName = o.clientFlags.instance
+	cfg.Logger = logger
+	return cfg, func() { c.Close() }, nil
+}
+
+// benchRun is one benchmark: its clients, counters and histograms.
+type benchRun struct {
+	o      benchOptions
+	cfg    client.ClientConfig
+	stderr io.Writer
+	runID  string
+	body   []byte
+
+	seq       atomic.Int64 // last sequence number handed out
+	acked     atomic.Int64 // messages acknowledged
+	sendCalls atomic.Int64
+	sendErrs  atomic.Int64 // messages whose send call failed
+	lastErr   atomic.Value // string
+	ackedSeqs seqSet
+
+	sendStart, sendEnd time.Time
+	sendHist           latencyHistogram // every producer goroutine's, merged after the send phase
+	consumed           benchConsumed
+}
+
+func newBenchRun(o benchOptions, cfg client.ClientConfig, stderr io.Writer) *benchRun {
+	r := &benchRun{o: o, cfg: cfg, stderr: stderr, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	// Random bytes: a compressing client or disk cannot flatter the figures.
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x7a6f6e656d71))
+	r.body = make([]byte, o.size)
+	for i := range r.body {
+		r.body[i] = byte(rng.Uint32())
+	}
+	if r.o.group == "" {
+		r.o.group = "bench_" + r.runID
+	}
+	return r
+}
+
+// keyPrefix starts every key of this run, so a consumer can tell this
+// run's messages from older ones on the same topic.
+func (r *benchRun) keyPrefix() string { return "B" + r.runID + "-" }
+
+// run sets the topic up, runs the clients and returns the report.
+func (r *benchRun) run(ctx context.Context) (*benchReport, error) {
+	readQueues, err := r.ensureTopic(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var consumers []*client.PushConsumer
+	defer func() {
+		for _, c := range consumers {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = c.Shutdown(sctx)
+			cancel()
+		}
+	}()
+	if r.o.consumes() {
+		if consumers, err = r.startConsumers(ctx); err != nil {
+			return nil, err
+		}
+		if r.o.mode == "both" {
+			r.waitQueuesHeld(ctx, consumers, readQueues)
+		}
+	}
+	stopProgress := r.startProgress()
+	defer stopProgress()
+	if r.o.sends() {
+		if err := r.sendPhase(ctx); err != nil {
+			return nil, err
+		}
+	}
+	switch r.o.mode {
+	case "both":
+		r.drain(ctx)
+	case "consume":
+		r.consumeOnly(ctx)
+	}
+	stopProgress()
+	return r.report(), nil
+}
+
+// ensureTopic creates the topic on every broker if no name server routes
+// it, and returns its readable queue count.
+func (r *benchRun) ensureTopic(ctx context.Context) (int, error) {
+	a, err := client.NewAdmin(client.AdminConfig{ClientConfig: r.cfg})
+	if err != nil {
+		return 0, clientError(err)
+	}
+	if err := a.Start(ctx); err != nil {
+		return 0, fmt.Errorf("cannot reach the cluster: %s", oneLine(err.Error()))
+	}
+	defer a.Shutdown(context.Background())
+	route, err := a.TopicRoute(ctx, r.o.topic)
+	if isCode(err, client.CodeTopicNotExist) {
+		if err := a.CreateTopic(ctx, client.TopicSpec{Topic: r.o.topic, Queues: r.o.queues}); err != nil {
+			return 0, fmt.Errorf("creating topic %s: %s", r.o.topic, oneLine(err.Error()))
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		for {
+			if route, err = a.TopicRoute(wctx, r.o.topic); err == nil && len(route.Brokers) > 0 {
+				break
+			}
+			if !pause(wctx, 50*time.Millisecond) {
+				return 0, fmt.Errorf("topic %s created, but no name server routes it after 10s", r.o.topic)
+			}
+		}
+	}
+	if err != nil {
+		return 0, topicError(r.o.topic, err)
+	}
+	n := 0
+	for _, b := range route.Brokers {
+		if b.Perm&protocol.PermRead != 0 {
+			n += b.ReadQueues
+		}
+	}
+	return n, nil
+}
+
+// startConsumers starts the group's push consumers.
+func (r *benchRun) startConsumers(ctx context.Context) ([]*client.PushConsumer, error) {
+	from := client.ConsumeFromLastOffset
+	if r.o.mode == "consume" {
+		from = client.ConsumeFromFirstOffset
+	}
+	r.consumed.init(r.keyPrefix(), r.o.mode == "both")
+	var out []*client.PushConsumer
+	for i := 0; i < r.o.consumers; i++ {
+		cfg := client.ConsumerConfig{
+			ClientConfig:     r.cfg,
+			Group:            r.o.group,
+			ConsumeFromWhere: from,
+			ConsumeBatchSize: 32,
+		}
+		if r.cfg.InstanceName != "" {
+			cfg.InstanceName = r.cfg.InstanceName + "-c" + strconv.Itoa(i+1)
+		}
+		c, err := client.NewPushConsumer(cfg)
+		if err != nil {
+			return out, clientError(err)
+		}
+		err = c.Subscribe(r.o.topic, "*", func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
+			r.consumed.add(msgs)
+			return client.ConsumeSuccess
+		})
+		if err != nil {
+			return out, clientError(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			return out, fmt.Errorf("cannot start consumer %d: %s", i+1, oneLine(err.Error()))
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// waitQueuesHeld waits (bounded) until the consumers together hold every
+// readable queue of the topic, so that consuming from the last offset
+// misses none of the messages about to be sent.
+func (r *benchRun) waitQueuesHeld(ctx context.Context, consumers []*client.PushConsumer, want int) {
+	wctx, cancel := context.WithTimeout(ctx, benchQueueWait)
+	defer cancel()
+	held := 0
+	for {
+		held = 0
+		for _, c := range consumers {
+			for _, q := range c.Queues() {
+				if q.Topic == r.o.topic {
+					held++
+				}
+			}
+		}
+		if held >= want || !pause(wctx, 20*time.Millisecond) {
+			break
+		}
+	}
+	if held < want && ctx.Err() == nil {
+		fmt.Fprintf(r.stderr, "zonemq bench: the consumers hold %d of %d queues after %s; sending anyway\n", held, want, benchQueueWait)
+	}
+}
+
+// sendPhase runs the producer goroutines until --count messages were sent,
+// --duration passed or ctx ended.
+func (r *benchRun) sendPhase(ctx context.Context) error {
+	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: r.cfg, Group: "bench_producer", SendTimeout: r.o.sendTimeout})
+	if err != nil {
+		return clientError(err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Shutdown(sctx)
+	}()
+	if err := p.Start(ctx); err != nil {
+		return fmt.Errorf("cannot start the producer: %s", oneLine(err.Error()))
+	}
+	hists := make([]*latencyHistogram, r.o.producers)
+	var wg sync.WaitGroup
+	r.sendStart = time.Now()
+	deadline := r.sendStart.Add(r.o.duration)
+	for i := range hists {
+		hists[i] = &latencyHistogram{}
+		wg.Add(1)
+		go func(h *latencyHistogram) {
+			defer wg.Done()
+			r.sendLoop(ctx, p, h, deadline)
+		}(hists[i])
+	}
+	wg.Wait()
+	r.sendEnd = time.Now()
+	for _, h := range hists {
+		r.sendHist.merge(h)
+	}
+	return nil
+}
+
+// sendLoop is one producer goroutine: one send call at a time, each of
+// --batch messages, until the count, the deadline or ctx says stop.
+func (r *benchRun) sendLoop(ctx context.Context, p *client.Producer, h *latencyHistogram, deadline time.Time) {
+	batch := int64(r.o.batch)
+	count := int64(r.o.count)
+	prefix := r.keyPrefix()
+	// A signal stops the loop, not the call in flight: it is counted.
+	sendCtx := context.WithoutCancel(ctx)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		last := r.seq.Add(batch)
+		first := last - batch + 1
+		if count > 0 && last > count {
+			last = count
+		}
+		if first > last {
+			return
+		}
+		msgs := make([]*client.Message, 0, last-first+1)
+		for s := first; s <= last; s++ {
+			msgs = append(msgs, &client.Message{Topic: r.o.topic, Keys: []string{prefix + strconv.FormatInt(s, 10)}, Body: r.body})
+		}
+		start := time.Now()
+		_, err := p.SendSync(sendCtx, msgs...)
+		took := time.Since(start)
+		r.sendCalls.Add(1)
+		if err != nil {
+			r.sendErrs.Add(int64(len(msgs)))
+			r.lastErr.Store(oneLine(err.Error()))
+			if errors.Is(err, client.ErrInvalidMessage) || errors.Is(err, client.ErrShutdown) {
+				return // every later send would fail the same way
+			}
+			continue
+		}
+		h.record(took)
+		r.acked.Add(int64(len(msgs)))
+		r.ackedSeqs.addRange(first, last)
+	}
+}
+
+// drain waits until every acknowledged message was consumed, or
+// --drain-timeout passed, or ctx ended.
+func (r *benchRun) drain(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, r.o.drainTimeout)
+	defer cancel()
+	for r.consumed.uniqueCount() < r.acked.Load() {
+		if !pause(wctx, 10*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// consumeOnly waits for --count messages, --duration, or --idle without a
+// new message (once one arrived), whichever comes first.
+func (r *benchRun) consumeOnly(ctx context.Context) {
+	start := time.Now()
+	deadline := start.Add(r.o.duration)
+	for pause(ctx, 10*time.Millisecond) && time.Now().Before(deadline) {
+		n, last := r.consumed.progress()
+		if r.o.count > 0 && n >= int64(r.o.count) {
+			return
+		}
+		if n > 0 && time.Since(last) >= r.o.idle {
+			return
+		}
+	}
+}
+
+// startProgress prints a progress line on stderr every --progress in text
+// mode; the returned function stops it (idempotent).
+func (r *benchRun) startProgress() func() {
+	if r.o.output != "text" || r.o.progress == 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.progressLoop(done)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
+}
+
+func (r *benchRun) progressLoop(done <-chan struct{}) {
+	t := time.NewTicker(r.o.progress)
+	defer t.Stop()
+	start := time.Now()
+	var lastSent, lastRecv int64
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			sent := r.acked.Load()
+			recv, _ := r.consumed.progress()
+			secs := r.o.progress.Seconds()
+			fmt.Fprintf(r.stderr, "%6.1fs  sent %d (%.0f/s)  received %d (%.0f/s)  errors %d\n",
+				now.Sub(start).Seconds(), sent, float64(sent-lastSent)/secs, recv, float64(recv-lastRecv)/secs, r.sendErrs.Load())
+			lastSent, lastRecv = sent, recv
+		}
+	}
+}
+
+// benchConsumed counts what the consumers received. Safe for concurrent
+// use: handlers run on many goroutines.
+type benchConsumed struct {
+	prefix  string
+	ownOnly bool // count only this run's keys
+
+	mu         sync.Mutex
+	seen       seqSet
+	messages   int64 // counted messages (unique ones in --mode both)
+	duplicates int64
+	foreign    int64 // messages of other runs, ignored
+	bytes      int64
+	first      time.Time
+	last       time.Time
+	endToEnd   latencyHistogram
+}
+
+func (c *benchConsumed) init(prefix string, ownOnly bool) {
+	c.prefix, c.ownOnly = prefix, ownOnly
+}
+
+func (c *benchConsumed) add(msgs []*client.MessageExt) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range msgs {
+		if c.ownOnly {
+			seq, ok := c.seqOf(m)
+			if !ok {
+				c.foreign++
+				continue
+			}
+			if !c.seen.addRange(seq, seq) {
+				c.duplicates++
+				continue
+			}
+		}
+		c.messages++
+		c.bytes += int64(len(m.Body))
+		if c.first.IsZero() {
+			c.first = now
+		}
+		c.last = now
+		if !m.StoreTimestamp.IsZero() {
+			c.endToEnd.record(now.Sub(m.StoreTimestamp))
+		}
+	}
+}
+
+// seqOf reads the sequence number out of a message key of this run.
+func (c *benchConsumed) seqOf(m *client.MessageExt) (int64, bool) {
+	for _, k := range m.Keys {
+		if rest, ok := strings.CutPrefix(k, c.prefix); ok {
+			seq, err := strconv.ParseInt(rest, 10, 64)
+			return seq, err == nil && seq > 0
+		}
+	}
+	return 0, false
+}
+
+func (c *benchConsumed) uniqueCount() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.messages
+}
+
+func (c *benchConsumed) progress() (int64, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.messages, c.last
+}
+
+// seqSet is a set of positive sequence numbers, a bit each. Safe for
+// concurrent use.
+type seqSet struct {
+	mu   sync.Mutex
+	bits []uint64
+}
+
+// addRange adds first..last and reports whether any of them was new.
+func (s *seqSet) addRange(first, last int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	added := false
+	for n := first; n <= last; n++ {
+		i, bit := n/64, uint64(1)<<(n%64)
+		for int64(len(s.bits)) <= i {
+			s.bits = append(s.bits, 0)
+		}
+		if s.bits[i]&bit == 0 {
+			s.bits[i] |= bit
+			added = true
+		}
+	}
+	return added
+}
+
+// missingFrom counts the members of s that other lacks.
+func (s *seqSet) missingFrom(other *seqSet) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	other.mu.Lock()
+	defer other.mu.Unlock()
+	var n int
+	for i, w := range s.bits {
+		var o uint64
+		if i < len(other.bits) {
+			o = other.bits[i]
+		}
+		n += bits.OnesCount64(w &^ o)
+	}
+	return int64(n)
+}
+
+// latencyHistogram counts durations in log-linear buckets: exact below
+// 128 ns, then 64 buckets per power of two, so a percentile is off by less
+// than 1/64 (1.6 %) and the memory is fixed whatever the run's length. Not
+// safe for concurrent use: each producer goroutine has its own, merged at
+// the end; the consumers' one is under benchConsumed.mu.
+type latencyHistogram struct {
+	counts [histBuckets]uint64
+	n      uint64
+	max    time.Duration
+}
+
+const (
+	histSubBuckets = 64
+	histMaxShift   = 40 // 2^47 ns ≈ 39 h: longer durations share the last bucket
+	histBuckets    = 2*histSubBuckets + histMaxShift*histSubBuckets
+)
+
+func histBucket(d time.Duration) int {
+	v := uint64(max(d, 0))
+	if v < 2*histSubBuckets {
+		return int(v)
+	}
+	shift := bits.Len64(v) - 7 // keep the top 7 bits: v>>shift in [64, 128)
+	if shift > histMaxShift {
+		return histBuckets - 1
+	}
+	return 2*histSubBuckets + (shift-1)*histSubBuckets + int(v>>shift) - histSubBuckets
+}
+
+// histUpper is the largest duration bucket b holds.
+func histUpper(b int) time.Duration {
+	if b < 2*histSubBuckets {
+		return time.Duration(b)
+	}
+	shift := (b-2*histSubBuckets)/histSubBuckets + 1
+	m := uint64((b-2*histSubBuckets)%histSubBuckets + histSubBuckets)
+	return time.Duration((m+1)<<shift - 1)
+}
+
+func (h *latencyHistogram) record(d time.Duration) {
+	h.counts[histBucket(d)]++
+	h.n++
+	h.max = max(h.max, d)
+}
+
+func (h *latencyHistogram) merge(o *latencyHistogram) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.n += o.n
+	h.max = max(h.max, o.max)
+}
+
+// percentile is the duration at or below which q (0..1) of the records
+// lie, as the upper bound of its bucket (never above the maximum).
+func (h *latencyHistogram) percentile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(h.n)))
+	rank = max(rank, 1)
+	var cum uint64
+	for b, c := range h.counts {
+		cum += c
+		if cum >= rank {
+			return min(histUpper(b), h.max)
+		}
+	}
+	return h.max
+}
+
+// latencyReport is a histogram's summary, in milliseconds.
+type latencyReport struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+func (h *latencyHistogram) report() latencyReport {
+	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+	return latencyReport{P50: ms(h.percentile(0.50)), P90: ms(h.percentile(0.90)), P99: ms(h.percentile(0.99)), Max: ms(h.max)}
+}
+
+// benchReport is the result of a run; --output json prints it as is.
+type benchReport struct {
+	Mode      string `json:"mode"`
+	Topic     string `json:"topic"`
+	Size      int    `json:"size"`
+	Batch     int    `json:"batch"`
+	Producers int    `json:"producers"`
+	Consumers int    `json:"consumers"`
+	Local     bool   `json:"local"`
+	// Flush is the --local broker's flush mode ("" for another cluster).
+	Flush   string              `json:"flush,omitempty"`
+	Send    *benchSendReport    `json:"send,omitempty"`
+	Consume *benchConsumeReport `json:"consume,omitempty"`
+	// Errors counts failed sends plus acknowledged messages never consumed.
+	Errors int64 `json:"errors"`
+}
+
+// benchSendReport is the producer side.
+type benchSendReport struct {
+	Messages   int64         `json:"messages"` // acknowledged
+	Calls      int64         `json:"calls"`    // send calls (batches count once)
+	Errors     int64         `json:"errors"`   // messages whose send call failed
+	Bytes      int64         `json:"bytes"`
+	Seconds    float64       `json:"seconds"`
+	MsgsPerSec float64       `json:"msgsPerSec"`
+	MBPerSec   float64       `json:"mbPerSec"`
+	Latency    latencyReport `json:"latencyMs"` // per send call
+	LastError  string        `json:"lastError,omitempty"`
+}
+
+// benchConsumeReport is the consumer side.
+type benchConsumeReport struct {
+	Messages   int64   `json:"messages"` // --mode both: distinct messages of this run
+	Duplicates int64   `json:"duplicates"`
+	Missing    int64   `json:"missing"` // acknowledged, not consumed (--mode both)
+	Bytes      int64   `json:"bytes"`
+	Seconds    float64 `json:"seconds"`
+	MsgsPerSec float64 `json:"msgsPerSec"`
+	MBPerSec   float64 `json:"mbPerSec"`
+	// EndToEnd is from the broker's store timestamp to the handler.
+	EndToEnd latencyReport `json:"e2eLatencyMs"`
+}
+
+func (r *benchRun) report() *benchReport {
+	rep := &benchReport{
+		Mode: r.o.mode, Topic: r.o.topic, Size: r.o.size, Batch: r.o.batch,
+		Local: r.o.local,
+	}
+	if r.o.local {
+		rep.Flush = r.o.flush
+	}
+	if r.o.sends() {
+		rep.Producers = r.o.producers
+		secs := r.sendEnd.Sub(r.sendStart).Seconds()
+		acked := r.acked.Load()
+		s := &benchSendReport{
+			Messages: acked, Calls: r.sendCalls.Load(), Errors: r.sendErrs.Load(),
+			Bytes: acked * int64(r.o.size), Seconds: round3(secs),
+		}
+		s.MsgsPerSec, s.MBPerSec = rates(s.Messages, s.Bytes, secs)
+		s.Latency = r.sendHist.report()
+		if e, ok := r.lastErr.Load().(string); ok {
+			s.LastError = e
+		}
+		rep.Send = s
+		rep.Errors += s.Errors
+	}
+	if r.o.consumes() {
+		rep.Consumers = r.o.consumers
+		c := &r.consumed
+		c.mu.Lock()
+		cr := &benchConsumeReport{Messages: c.messages, Duplicates: c.duplicates, Bytes: c.bytes, EndToEnd: c.endToEnd.report()}
+		// The pipeline's rate: from the first send (or, reading a backlog,
+		// the first message) to the last message received.
+		start := c.first
+		if r.o.mode == "both" {
+			start = r.sendStart
+		}
+		secs := 0.0
+		if c.messages > 0 {
+			secs = c.last.Sub(start).Seconds()
+		}
+		c.mu.Unlock()
+		cr.Seconds = round3(secs)
+		cr.MsgsPerSec, cr.MBPerSec = rates(cr.Messages, cr.Bytes, secs)
+		if r.o.mode == "both" {
+			cr.Missing = r.ackedSeqs.missingFrom(&c.seen)
+			rep.Errors += cr.Missing
+		}
+		rep.Consume = cr
+	}
+	return rep
+}
+
+func rates(messages, bytes int64, secs float64) (msgsPerSec, mbPerSec float64) {
+	if secs <= 0 {
+		return 0, 0
+	}
+	return math.Round(float64(messages) / secs), round3(float64(bytes) / secs / 1e6)
+}
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+// text renders the report for people.
+func (rep *benchReport) text() string {
+	var b strings.Builder
+	where := "the given cluster"
+	if rep.Local {
+		where = "a local in-process cluster (flush " + rep.Flush + ")"
+	}
+	fmt.Fprintf(&b, "zonemq bench: mode %s on %s, topic %s, %d-byte bodies", rep.Mode, where, rep.Topic, rep.Size)
+	if rep.Batch > 1 {
+		fmt.Fprintf(&b, ", batches of %d", rep.Batch)
+	}
+	b.WriteString("\n")
+	if s := rep.Send; s != nil {
+		fmt.Fprintf(&b, "sent      %d messages in %.2fs by %d producers: %.0f msg/s, %.2f MB/s; %d errors\n",
+			s.Messages, s.Seconds, rep.Producers, s.MsgsPerSec, s.MBPerSec, s.Errors)
+		fmt.Fprintf(&b, "send latency (per call)  p50 %.3fms  p90 %.3fms  p99 %.3fms  max %.3fms\n",
+			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.Max)
+		if s.LastError != "" {
+			fmt.Fprintf(&b, "last send error: %s\n", s.LastError)
+		}
+	}
+	if c := rep.Consume; c != nil {
+		fmt.Fprintf(&b, "consumed  %d messages in %.2fs by %d consumers: %.0f msg/s, %.2f MB/s; %d duplicates",
+			c.Messages, c.Seconds, rep.Consumers, c.MsgsPerSec, c.MBPerSec, c.Duplicates)
+		if rep.Mode == "both" {
+			fmt.Fprintf(&b, ", %d acknowledged but not consumed", c.Missing)
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "end-to-end latency (store → handler)  p50 %.0fms  p90 %.0fms  p99 %.0fms  max %.0fms\n",
+			c.EndToEnd.P50, c.EndToEnd.P90, c.EndToEnd.P99, c.EndToEnd.Max)
+	}
+	return b.String()
+}
+
+// errorSummary is the one-line reason of a run with errors.
+func (rep *benchReport) errorSummary() string {
+	var parts []string
+	if rep.Send != nil && rep.Send.Errors > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d messages failed to send (last error: %s)",
+			rep.Send.Errors, rep.Send.Errors+rep.Send.Messages, rep.Send.LastError))
+	}
+	if rep.Consume != nil && rep.Consume.Missing > 0 {
+		parts = append(parts, fmt.Sprintf("%d acknowledged messages were not consumed", rep.Consume.Missing))
+	}
+	return strings.Join(parts, "; ")
+}
