@@ -294,8 +294,8 @@ func (pc *PushConsumer) orderlyLoop(pq *processQueue) {
 // lockMaxAge is how long a lock counts as held without renewal.
 func (pc *PushConsumer) lockMaxAge() time.Duration { return 3 * pc.cfg.LockRenewInterval }
 
-// lockLoop renews the orderly locks of every held queue, 1 s after start and
-// every LockRenewInterval.
+// lockLoop renews the locks of every held queue, 1 s after start and every
+// LockRenewInterval.
 func (pc *PushConsumer) lockLoop(ctx context.Context) {
 	if !sleepCtx(ctx, time.Second) {
 		return
@@ -328,16 +328,21 @@ func (pc *PushConsumer) renewLocks(ctx context.Context) {
 			for i, pq := range pqs {
 				mqs[i] = pq.mq
 			}
-			locked, err := pc.c.lockBatch(ctx, addr, pc.cfg.Group, mqs)
+			locked, err := pc.lock(ctx, addr, mqs)
 			if err != nil {
 				pc.c.logger.Debug("lock renewal failed", "broker", addr, "err", err)
 				return
 			}
+			lost := false
 			for _, pq := range pqs {
 				if !locked[pq.mq] && pq.lockValid(pc.lockMaxAge()) {
 					pc.c.logger.Warn("queue lock lost", "queue", pq.mq)
+					lost = true
 				}
 				pq.setLocked(locked[pq.mq])
+			}
+			if lost {
+				pc.rebalanceSoon()
 			}
 		}()
 	}

@@ -192,10 +192,11 @@ func (p *Producer) SendOneway(ctx context.Context, msgs ...*Message) error {
 
 // SendOrderly sends msg to the queue selector chooses, so messages the
 // selector maps to one queue are stored in send order. The selector sees
-// the topic's writable queues with the own IDC's first (following the
-// route's orderTopicConf when it has one). If the chosen queue's broker
-// fails, the selector is asked again without that broker's queues: the
-// message still gets through, but order across the failover is not kept.
+// the writable queues of the own IDC's brokers (following the route's
+// orderTopicConf when it has one), or every IDC's when the own IDC has
+// none. If the chosen queue's broker fails, the selector is asked again
+// without that broker's queues: the message still gets through, but order
+// across the failover is not kept.
 func (p *Producer) SendOrderly(ctx context.Context, msg *Message, selector QueueSelector, arg any) (*SendResult, error) {
 	if err := p.c.running(); err != nil {
 		return nil, err

@@ -356,6 +356,7 @@ func (pc *PushConsumer) watchBroker(addr string) {
 		pc.mu.Unlock()
 		if pc.c.ctx.Err() == nil {
 			pc.c.logger.Info("broker connection closed", "broker", addr, "err", cn.Err())
+			pc.brokerDown(addr)
 			pc.c.routes.triggerRefresh()
 			pc.triggerRebalance()
 		}

@@ -29,6 +29,63 @@ func (pc *PushConsumer) rebalanceLoop(ctx context.Context) {
 	}
 }
 
+// useLocks reports whether queues are locked on their broker before use.
+// Every clustering consumer locks (not only orderly ones, as in RocketMQ):
+// a queue changes hands strictly in the order old owner commits → unlocks →
+// new owner locks → reads the committed offset, so no queue is consumed by
+// two consumers at once and a clean hand-over replays nothing.
+func (pc *PushConsumer) useLocks() bool { return pc.cfg.MessageModel == Clustering }
+
+// lock asks a broker to lock mqs for this consumer. A broker that does not
+// know LOCK_BATCH_MQ grants every queue (the consumer then relies on the
+// allocation alone, as RocketMQ's concurrent consumers do).
+func (pc *PushConsumer) lock(ctx context.Context, addr string, mqs []MessageQueue) (map[MessageQueue]bool, error) {
+	locked, err := pc.c.lockBatch(ctx, addr, pc.cfg.Group, mqs)
+	var re *ResponseError
+	if errors.As(err, &re) && re.Code == CodeRequestCodeNotSupported {
+		locked = map[MessageQueue]bool{}
+		for _, mq := range mqs {
+			locked[mq] = true
+		}
+		return locked, nil
+	}
+	return locked, err
+}
+
+// brokerDown drops at once every queue of a broker whose connection
+// closed: they cannot be pulled, and their next owner (another IDC's
+// consumer, if the broker no longer sees this one) may take them in a
+// moment. Their offsets are committed if the broker can still be reached;
+// they are not unlocked — the broker frees the locks of a consumer whose
+// connection closed, and keeps them ours if we come straight back.
+func (pc *PushConsumer) brokerDown(addr string) {
+	pc.mu.Lock()
+	if pc.closing {
+		pc.mu.Unlock()
+		return
+	}
+	var lost []*processQueue
+	for mq, pq := range pc.queues {
+		if pq.broker.master() == addr {
+			lost = append(lost, pq)
+			delete(pc.queues, mq)
+		}
+	}
+	pc.mu.Unlock()
+	if len(lost) == 0 {
+		return
+	}
+	for _, pq := range lost {
+		pq.drop()
+		pc.c.logger.Info("queue released: broker connection closed", "queue", pq.mq, "brokerIDC", pq.broker.idc)
+	}
+	pc.c.goLoop(func(ctx context.Context) {
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		pc.releaseQueues(rctx, lost, false)
+	})
+}
+
 // rebalanceSoon asks for another rebalance shortly: a broker did not list
 // us yet, or refused a lock another consumer is about to release.
 func (pc *PushConsumer) rebalanceSoon() {
@@ -84,9 +141,13 @@ func (pc *PushConsumer) rebalance(ctx context.Context) {
 				views[rb.broker.master()] = nil
 			}
 		}
+		addrs := make([]string, 0, len(views))
+		for addr := range views {
+			addrs = append(addrs, addr)
+		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		for addr := range views {
+		for _, addr := range addrs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -169,8 +230,13 @@ func (pc *PushConsumer) apply(ctx context.Context, want map[MessageQueue]*broker
 }
 
 // release stops the queues, waits for their handlers (until ctx ends),
-// commits their offsets and, in orderly mode, unlocks them on the broker.
+// commits their offsets and then unlocks them on the broker, so the next
+// owner, whose lock succeeds only now, starts from the committed offset.
 func (pc *PushConsumer) release(ctx context.Context, pqs []*processQueue) {
+	pc.releaseQueues(ctx, pqs, pc.useLocks())
+}
+
+func (pc *PushConsumer) releaseQueues(ctx context.Context, pqs []*processQueue, unlock bool) {
 	var wg sync.WaitGroup
 	for _, pq := range pqs {
 		wg.Add(1)
@@ -185,7 +251,7 @@ func (pc *PushConsumer) release(ctx context.Context, pqs []*processQueue) {
 				pc.c.logger.Warn("handlers still running at hand-over", "queue", pq.mq)
 			}
 			pc.commit(ctx, pq)
-			if pc.useLocks() {
+			if unlock {
 				if err := pc.c.unlockBatch(ctx, pq.broker.master(), pc.cfg.Group, []MessageQueue{pq.mq}); err != nil {
 					pc.c.logger.Debug("unlock failed", "queue", pq.mq, "err", err)
 				}
@@ -209,7 +275,7 @@ func (pc *PushConsumer) acquire(ctx context.Context, add []MessageQueue, want ma
 		go func() {
 			defer wg.Done()
 			if pc.useLocks() {
-				locked, err := pc.c.lockBatch(ctx, addr, pc.cfg.Group, mqs)
+				locked, err := pc.lock(ctx, addr, mqs)
 				if err != nil {
 					pc.c.logger.Debug("lock failed", "broker", addr, "err", err)
 					pc.rebalanceSoon()

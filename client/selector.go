@@ -51,8 +51,10 @@ func (HashSelector) Select(queues []MessageQueue, _ *Message, arg any) MessageQu
 
 // orderedQueues lists the writable queues for ordered sends: following the
 // route's orderTopicConf ("brokerA:4;brokerB:4", in its order) when there
-// is one, else the route's queues by broker name; own IDC's first. Brokers
-// without a live master are left out.
+// is one, else the route's queues by broker name. When the own IDC has any,
+// only the own IDC's are listed, so an order key maps to one queue of the
+// own IDC and ordered traffic stays local; otherwise every IDC's, in the
+// route's order. Brokers without a live master are left out.
 func orderedQueues(r *route, own string) []writeQueue {
 	var qs []writeQueue
 	if conf := r.data.OrderTopicConf; conf != "" {
@@ -75,7 +77,15 @@ func orderedQueues(r *route, own string) []writeQueue {
 		}
 		qs = r.writeQueues(limit)
 	}
-	return idc.OwnFirst(qs, writeQueueIDC, own)
+	qs = idc.OwnFirst(qs, writeQueueIDC, own)
+	n := 0
+	for n < len(qs) && idc.Same(qs[n].broker.idc, own) {
+		n++
+	}
+	if n > 0 {
+		return qs[:n]
+	}
+	return qs
 }
 
 // pickSelected returns a picker that asks selector among the queues of the

@@ -76,13 +76,25 @@ type sender struct {
 	rr atomic.Uint64 // round-robin position
 
 	mu       sync.Mutex
-	isolated map[string]time.Time // broker name → avoided until
+	isolated map[string]isolation // by broker name
 }
 
-func newSender(c *core, group string, sendTimeout, attemptTimeout, isolation time.Duration, compress, maxSize int) *sender {
+// isolation is a failed broker's penalty: it is tried after every other
+// broker until until. Each failure in a row doubles the period (up to
+// maxIsolation), so a hung broker that keeps eating an attempt timeout is
+// tried ever more rarely; a success ends it.
+type isolation struct {
+	until   time.Time
+	strikes int
+}
+
+// maxIsolation caps the doubling isolation period.
+const maxIsolation = 30 * time.Second
+
+func newSender(c *core, group string, sendTimeout, attemptTimeout, isolationPeriod time.Duration, compress, maxSize int) *sender {
 	s := &sender{
-		c: c, group: group, sendTimeout: sendTimeout, attemptTimeout: attemptTimeout, isolation: isolation,
-		compressThreshold: compress, maxSize: maxSize, isolated: map[string]time.Time{},
+		c: c, group: group, sendTimeout: sendTimeout, attemptTimeout: attemptTimeout, isolation: isolationPeriod,
+		compressThreshold: compress, maxSize: maxSize, isolated: map[string]isolation{},
 	}
 	c.routes.onChange(s.routeChanged)
 	return s
@@ -232,6 +244,7 @@ func (s *sender) send(ctx context.Context, out *outgoing, pick picker) (*SendRes
 		tried[q.broker.name] = true
 		res, err := s.attempt(ctx, out, q)
 		if err == nil {
+			s.recovered(q.broker.name)
 			if limit > 0 {
 				// Sent through the auto-create template: the topic's own
 				// route exists now.
@@ -379,22 +392,26 @@ func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*Sen
 
 func (s *sender) isolate(broker string) {
 	s.mu.Lock()
-	s.isolated[broker] = time.Now().Add(s.isolation)
+	iso := s.isolated[broker]
+	iso.strikes++
+	d := s.isolation << min(iso.strikes-1, 16)
+	iso.until = time.Now().Add(min(d, max(maxIsolation, s.isolation)))
+	s.isolated[broker] = iso
+	s.mu.Unlock()
+}
+
+// recovered ends a broker's isolation after a success.
+func (s *sender) recovered(broker string) {
+	s.mu.Lock()
+	delete(s.isolated, broker)
 	s.mu.Unlock()
 }
 
 func (s *sender) isIsolated(broker string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	until, ok := s.isolated[broker]
-	if !ok {
-		return false
-	}
-	if time.Now().After(until) {
-		delete(s.isolated, broker)
-		return false
-	}
-	return true
+	iso, ok := s.isolated[broker]
+	return ok && time.Now().Before(iso.until)
 }
 
 // routeChanged ends the isolation of a broker that a route shows

@@ -150,17 +150,19 @@ func (r *registrar) stop() {
 	r.wg.Wait()
 }
 
-// unregisterAll sends UNREGISTER_BROKER to every name server at once and
-// waits at most one timeout for the answers.
+// unregisterAll sends UNREGISTER_BROKER at once to every name server the
+// broker is registered with and waits at most one timeout for the answers.
+// Name servers that are down are skipped: they dropped the broker with its
+// connection.
 func (r *registrar) unregisterAll() {
 	r.mu.Lock()
-	if !r.started {
-		r.mu.Unlock()
-		return // never registered anywhere
-	}
 	addrs := make([]string, 0, len(r.peers))
-	for a := range r.peers {
-		addrs = append(addrs, a)
+	for a, p := range r.peers {
+		p.mu.Lock()
+		if p.state == peerRegistered {
+			addrs = append(addrs, a)
+		}
+		p.mu.Unlock()
 	}
 	r.mu.Unlock()
 	var wg sync.WaitGroup

@@ -68,6 +68,7 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxNums, 
 
 	res.Status = NoMatchedMessage
 	clMin := s.cl.minOffset()
+	var picked []cqEntry
 	limit := int64(max(maxScanEntries, maxNums))
 	chunk := make([]byte, scanChunkEntries*cqEntrySize)
 	pos, total := offset, 0
@@ -85,36 +86,74 @@ scan:
 		}
 		for i := 0; i < n; i++ {
 			e := getCQEntry(chunk[i*cqEntrySize:])
-			if len(res.Messages) > 0 && (len(res.Messages) >= maxNums || total+int(e.size) > maxBytes) {
+			if len(picked) > 0 && (len(picked) >= maxNums || total+int(e.size) > maxBytes) {
 				break scan // batch full; this entry is not consumed
 			}
 			pos++
 			if filter != nil && !filter(e.tags) {
-				if len(res.Messages) == 0 {
+				if len(picked) == 0 {
 					res.Status = NoMatchedMessage
 				}
 				continue
 			}
 			if e.blank() || e.phys < clMin {
-				if len(res.Messages) == 0 {
+				if len(picked) == 0 {
 					res.Status = MessageWasRemoving
 				}
 				continue
 			}
-			rec, err := s.cl.read(e.phys, int(e.size))
-			if err != nil {
-				if len(res.Messages) == 0 {
-					res.Status = MessageWasRemoving
-				}
-				continue
-			}
-			res.Messages = append(res.Messages, rec)
-			total += len(rec)
+			picked = append(picked, e)
+			total += int(e.size)
 			res.Status = Found
 		}
 	}
 	res.NextBeginOffset = pos
+	if len(picked) > 0 {
+		res.Messages = s.readRecords(picked)
+		if len(res.Messages) == 0 {
+			res.Status = MessageWasRemoving // deleted while we scanned
+		}
+	}
 	return res
+}
+
+// coalesceGap is the most bytes of other records readRecords reads over to
+// fetch two records with one ReadAt.
+const coalesceGap = 4 << 10
+
+// readRecords reads the records of entries, coalescing records that lie
+// close together in one segment into one ReadAt. Each returned slice has its
+// capacity cut at its end, so it is safe to keep or append to. Records that
+// cannot be read (deleted under us) are left out.
+func (s *Store) readRecords(entries []cqEntry) [][]byte {
+	out := make([][]byte, 0, len(entries))
+	for i := 0; i < len(entries); {
+		first := entries[i]
+		end := first.phys + int64(first.size)
+		j := i + 1
+		if g := s.cl.segmentFor(first.phys); g != nil {
+			for j < len(entries) {
+				e := entries[j]
+				if e.phys < end || e.phys-end > coalesceGap || e.phys+int64(e.size) > g.end() {
+					break
+				}
+				end = e.phys + int64(e.size)
+				j++
+			}
+		}
+		span, err := s.cl.read(first.phys, int(end-first.phys))
+		for k := i; k < j; k++ {
+			e := entries[k]
+			if err == nil {
+				off := e.phys - first.phys
+				out = append(out, span[off:off+int64(e.size):off+int64(e.size)])
+			} else if rec, err := s.cl.read(e.phys, int(e.size)); err == nil {
+				out = append(out, rec)
+			}
+		}
+		i = j
+	}
+	return out
 }
 
 // storeTimeOf reads the STORETIMESTAMP of the record at phys.

@@ -594,3 +594,23 @@ func TestStoreErrorsAreSentinels(t *testing.T) {
 		testutil.True(t, errors.Is(wrapped, err))
 	}
 }
+
+// Records read together share one buffer, but each slice ends at its record,
+// so keeping or appending to one never touches another.
+func TestStoreGetMessagesSlicesAreIndependent(t *testing.T) {
+	o, _ := testOptions(t)
+	s := openStore(t, o)
+	for i := 0; i < 6; i++ {
+		mustPut(t, s, newMsg("T", 0, fmt.Sprintf("m%d", i), nil))
+	}
+	res := s.GetMessages("T", 0, 0, 6, 0, nil)
+	testutil.Equal(t, len(res.Messages), 6)
+	second := append([]byte(nil), res.Messages[1]...)
+	res.Messages[0] = append(res.Messages[0], "clobber"...)
+	testutil.Equal(t, string(res.Messages[1]), string(second))
+	for i, raw := range res.Messages[1:] {
+		m, _, err := protocol.DecodeStoredMessage(raw, false, true)
+		testutil.NoError(t, err)
+		testutil.Equal(t, string(m.Body), fmt.Sprintf("m%d", i+1))
+	}
+}

@@ -1,0 +1,120 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// TestClientNamesrvFailoverReusesWarmConnection: the client heartbeats every
+// name server of every IDC, so when its own IDC's name server dies it fails
+// over to another IDC's over a connection that is already open — no dial on
+// the failover path.
+func TestClientNamesrvFailoverReusesWarmConnection(t *testing.T) {
+	c := startCluster(t, 2)
+	ns1, ns2 := c.NamesrvAddr(1), c.NamesrvAddr(2)
+	dc := newDialCounter(c.Host(1))
+	cc := clientConfig(c, 1)
+	cc.Dial = dc.dial
+	p := newProducer(t, cc)
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if dc.count(ns2) == 0 {
+			return fmt.Errorf("no connection to idc2's name server yet")
+		}
+		return nil
+	})
+	testutil.Equal(t, p.NameServer(), ns1, "name server in use")
+	sendN(t, p, "WarmA", "warmA", 1)
+	dialsBefore := dc.count(ns2)
+
+	c.StopNamesrv(1)
+	t0 := time.Now()
+	// A topic never used before needs a route: it comes from idc2's name
+	// server, over the heartbeat's connection.
+	_, res := sendN(t, p, "WarmB", "warmB", 1)
+	t.Logf("first route lookup after idc1's name server stopped: %v (stored on %s)", time.Since(t0), res[0].IDC)
+	testutil.Equal(t, p.NameServer(), ns2, "name server in use")
+	testutil.Equal(t, dc.count(ns2), dialsBefore, "dials to idc2's name server")
+}
+
+// TestClientNamesrvHangFailover: idc1's name server hangs (a proxy in front
+// of it forwards nothing). Route lookups move to idc2's name server after
+// one RequestTimeout at most.
+func TestClientNamesrvHangFailover(t *testing.T) {
+	c := startCluster(t, 2)
+	ns1, ns2 := c.NamesrvAddr(1), c.NamesrvAddr(2)
+	proxy, err := testutil.NewProxy(c.Host(1)+":0", ns1)
+	testutil.NoError(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	dc := newDialCounter(c.Host(1))
+	dc.redirect(ns1, proxy.Addr())
+	cc := clientConfig(c, 1)
+	cc.Dial = dc.dial
+	p := newProducer(t, cc)
+	sendN(t, p, "HangA", "hangA", 1)
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if dc.count(ns2) == 0 {
+			return fmt.Errorf("no connection to idc2's name server yet")
+		}
+		return nil
+	})
+	dialsBefore := dc.count(ns2)
+	proxy.Blackhole(true)
+	t0 := time.Now()
+	_, res := sendN(t, p, "HangB", "hangB", 1)
+	took := time.Since(t0)
+	t.Logf("route lookup with idc1's name server hung: %v (stored on %s)", took, res[0].IDC)
+	if took > 2500*time.Millisecond {
+		t.Fatalf("send with a hung name server took %v; want about one RequestTimeout (1 s)", took)
+	}
+	testutil.Equal(t, dc.count(ns2), dialsBefore, "dials to idc2's name server")
+	testutil.Eventually(t, 3*time.Second, func() error {
+		if p.NameServer() != ns2 {
+			return fmt.Errorf("still on %s", p.NameServer())
+		}
+		return nil
+	})
+}
+
+// TestClientBrokerHangFailover: idc1's broker hangs for idc1's producer (a
+// proxy forwards nothing). A send in flight moves to idc2 after one attempt
+// timeout (1 s); the application sees no error, and later sends avoid the
+// hung broker.
+func TestClientBrokerHangFailover(t *testing.T) {
+	c := startCluster(t, 2)
+	const topic = "HangTopic"
+	createTopic(t, c, topic, 4)
+	proxy, err := testutil.NewProxy(c.Host(1)+":0", c.BrokerAddr(1))
+	testutil.NoError(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	dc := newDialCounter(c.Host(1))
+	dc.redirect(c.BrokerAddr(1), proxy.Addr())
+	cc := clientConfig(c, 1)
+	cc.Dial = dc.dial
+	p := newProducer(t, cc)
+	_, res := sendN(t, p, topic, "pre", 1)
+	testutil.Equal(t, res[0].IDC, "idc1", "broker IDC before the hang")
+
+	proxy.Blackhole(true)
+	t0 := time.Now()
+	var slowest time.Duration
+	var firstIDC2 time.Duration
+	for i := 0; i < 40; i++ {
+		s := time.Now()
+		r, err := p.SendSync(context.Background(), &client.Message{Topic: topic, Body: []byte(fmt.Sprint(i))})
+		testutil.NoError(t, err, "send during the hang")
+		slowest = max(slowest, time.Since(s))
+		if r.IDC == "idc2" && firstIDC2 == 0 {
+			firstIDC2 = time.Since(t0)
+		}
+	}
+	t.Logf("broker hang: RTO (hang → first send stored on idc2) %v; slowest send %v; 40 sends in %v", firstIDC2, slowest, time.Since(t0))
+	if firstIDC2 > 3*time.Second || slowest > 3*time.Second {
+		t.Fatalf("hang RTO %v / slowest send %v; want ≤ 3 s", firstIDC2, slowest)
+	}
+	proxy.Restore()
+}
