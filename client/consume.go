@@ -257,18 +257,12 @@ func (pc *PushConsumer) orderlyLoop(pq *processQueue) {
 			sleepCtx(pq.ctx, 100*time.Millisecond)
 			continue
 		}
-		pq.consumeMu.Lock()
-		if pq.isDropped() {
-			pq.consumeMu.Unlock()
-			return
-		}
 		res := ConsumeSuccess
 		for _, run := range pc.byHandler(batch) {
 			if res = pc.callHandler(pc.c.ctx, run.h, run.msgs); res != ConsumeSuccess {
 				break
 			}
 		}
-		pq.consumeMu.Unlock()
 		if res == ConsumeSuccess {
 			pq.markDone(batch)
 			continue

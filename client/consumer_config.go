@@ -111,8 +111,9 @@ type ConsumerConfig struct {
 	ConsumeTimestamp time.Time
 
 	// Orderly consumes each queue in order: one handler call at a time per
-	// queue, on a goroutine of its own, with the queue locked on its broker
-	// (LOCK_BATCH_MQ) in clustering mode so no two consumers hold it.
+	// queue, on a goroutine of its own. (In clustering mode every consumer,
+	// orderly or not, locks its queues on their broker with LOCK_BATCH_MQ,
+	// so no two consumers ever hold one queue.)
 	Orderly bool
 
 	// ConsumeGoroutines is how many handler calls may run at once in

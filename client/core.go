@@ -109,8 +109,14 @@ func (c *core) start(ctx context.Context) error {
 	return nil
 }
 
-// goLoop runs fn on its own goroutine until the client shuts down.
+// goLoop runs fn on its own goroutine until the client shuts down. After
+// shutdown has begun it starts nothing: stop may already be waiting.
 func (c *core) goLoop(fn func(ctx context.Context)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == stateShutdown {
+		return
+	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

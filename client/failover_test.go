@@ -118,3 +118,19 @@ func TestClientBrokerHangFailover(t *testing.T) {
 	}
 	proxy.Restore()
 }
+
+// TestClientAddrsrvDownKeepsList: when the address server is unreachable the
+// client keeps the last name-server list it got, and still fails over
+// between those name servers.
+func TestClientAddrsrvDownKeepsList(t *testing.T) {
+	c := startCluster(t, 2)
+	cc := clientConfig(c, 1)
+	cc.AddrsrvURLs = []string{c.AddrsrvURL(1)} // no other address server to ask
+	p := newProducer(t, cc)
+	sendN(t, p, "KeepA", "keepA", 1)
+	c.StopAddrsrv(1)
+	c.StopNamesrv(1)
+	_, res := sendN(t, p, "KeepB", "keepB", 1)
+	testutil.Equal(t, res[0].IDC, "idc1", "broker IDC")
+	testutil.Equal(t, p.NameServer(), c.NamesrvAddr(2), "name server in use")
+}

@@ -72,7 +72,9 @@ type MessageQueue struct {
 }
 
 // String renders the queue as "topic@broker#id".
-func (q MessageQueue) String() string { return fmt.Sprintf("%s@%s#%d", q.Topic, q.BrokerName, q.QueueID) }
+func (q MessageQueue) String() string {
+	return fmt.Sprintf("%s@%s#%d", q.Topic, q.BrokerName, q.QueueID)
+}
 
 func (q MessageQueue) internal() protocol.MessageQueue {
 	return protocol.MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID}

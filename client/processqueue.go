@@ -23,10 +23,6 @@ type processQueue struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup // the queue's goroutines
 
-	// consumeMu is held while a handler runs on this queue's messages in
-	// orderly mode; dropping the queue takes it to wait for that call.
-	consumeMu sync.Mutex
-
 	mu         sync.Mutex
 	entries    []pqEntry // pulled messages, ascending offsets
 	nextOffset int64     // next offset to pull

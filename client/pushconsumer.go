@@ -18,9 +18,11 @@ import (
 // the group: a broker's queues are allocated over the consumers of the
 // broker's own IDC, plus consumers whose IDC has no live broker, and — when
 // the broker sees no eligible consumer at all — over every consumer
-// connected to it (ARCHITECTURE.md §2 flow 5). Offsets are committed to the
-// queue's broker every OffsetCommitInterval, at every hand-over and at
-// Shutdown.
+// connected to it (ARCHITECTURE.md §2 flow 5). A queue is locked on its
+// broker while held, and changes hands in the order: old owner commits its
+// offset and unlocks, new owner locks and reads the offset. Offsets are
+// committed to the queue's broker every OffsetCommitInterval, at every
+// hand-over and at Shutdown.
 //
 // Handlers run concurrently on up to ConsumeGoroutines goroutines, or, with
 // Orderly, one goroutine per queue. The PushConsumer's methods are safe for
@@ -35,17 +37,17 @@ type PushConsumer struct {
 	// rebalanceMu, then mu, then a processQueue's mu.
 	rebalanceMu sync.Mutex
 
-	mu      sync.Mutex
-	closing bool                     // Shutdown began: take no queue
-	subs    map[string]*subscription // by topic, the retry topic included
-	queues  map[MessageQueue]*processQueue
-	local   map[MessageQueue]int64 // broadcasting offsets
-	brokerOK map[string]bool       // last heartbeat outcome per broker address
+	mu       sync.Mutex
+	closing  bool                     // Shutdown began: take no queue
+	subs     map[string]*subscription // by topic, the retry topic included
+	queues   map[MessageQueue]*processQueue
+	local    map[MessageQueue]int64 // broadcasting offsets
+	brokerOK map[string]bool        // last heartbeat outcome per broker address
 	// seen remembers every broker address a route listed, and when, so the
 	// heartbeat keeps knocking on a broker that left the routes: the first
 	// answer after its return triggers a route refresh and a rebalance at
 	// once instead of at the next RouteRefreshInterval.
-	seen map[string]time.Time
+	seen    map[string]time.Time
 	watched map[*remoting.Conn]bool
 
 	rebalanceCh chan struct{}

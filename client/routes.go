@@ -36,6 +36,29 @@ type route struct {
 	// notFound means the name server does not know the topic (every
 	// broker hosting it is gone, or it was never created).
 	notFound bool
+
+	// sendQueuesOnce builds sendQueues on first use; a route never changes
+	// once built (a refresh makes a new one), so the send path reads it
+	// without locks or allocation.
+	sendQueuesOnce sync.Once
+	sendQueuesList []writeQueue
+}
+
+// autoCreateQueueNums caps the queues a producer uses on the auto-create
+// template's brokers (rocketmq-client-go's defaultTopicQueueNums).
+const autoCreateQueueNums = 4
+
+// sendQueues are the queues a producer sends to: writeQueues, capped per
+// broker for the auto-create template TBW102.
+func (r *route) sendQueues() []writeQueue {
+	r.sendQueuesOnce.Do(func() {
+		limit := 0
+		if r.topic == protocol.AutoCreateTopicKey {
+			limit = autoCreateQueueNums
+		}
+		r.sendQueuesList = r.writeQueues(limit)
+	})
+	return r.sendQueuesList
 }
 
 func newRoute(topic string, data *protocol.TopicRouteData, raw []byte) *route {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/zonemq/zonemq/internal/idc"
-	"github.com/zonemq/zonemq/internal/protocol"
 )
 
 // QueueSelector chooses the queue of an ordered send (Producer.SendOrderly).
@@ -71,11 +70,7 @@ func orderedQueues(r *route, own string) []writeQueue {
 		}
 	}
 	if len(qs) == 0 {
-		limit := 0
-		if r.topic == protocol.AutoCreateTopicKey {
-			limit = 4
-		}
-		qs = r.writeQueues(limit)
+		qs = r.sendQueues()
 	}
 	qs = idc.OwnFirst(qs, writeQueueIDC, own)
 	n := 0

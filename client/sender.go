@@ -288,17 +288,17 @@ func (s *sender) routeFor(ctx context.Context, topic string) (*route, int, error
 	if err != nil {
 		return nil, 0, err
 	}
-	if !r.notFound && len(r.writeQueues(0)) > 0 {
+	if !r.notFound && len(r.sendQueues()) > 0 {
 		return r, 0, nil
 	}
 	tpl, err := s.c.routes.get(ctx, protocol.AutoCreateTopicKey)
 	if err != nil {
 		return nil, 0, err
 	}
-	if tpl.notFound || len(tpl.writeQueues(4)) == 0 {
+	if tpl.notFound || len(tpl.sendQueues()) == 0 {
 		return nil, 0, fmt.Errorf("%w: topic %s", ErrNoRoute, topic)
 	}
-	return tpl, 4, nil
+	return tpl, autoCreateQueueNums, nil
 }
 
 // pickRoundRobin is the normal queue choice: round-robin over the writable
@@ -306,12 +306,8 @@ func (s *sender) routeFor(ctx context.Context, topic string) (*route, int, error
 // IDCs healthy, then isolated ones (own first) — so a broker that just
 // failed is used only when nothing else is left.
 func (s *sender) pickRoundRobin(r *route, tried map[string]bool) (writeQueue, error) {
-	limit := 0
-	if r.topic == protocol.AutoCreateTopicKey {
-		limit = 4
-	}
 	var own, other, isolated []writeQueue
-	for _, q := range idc.OwnFirst(r.writeQueues(limit), writeQueueIDC, s.c.cfg.IDC) {
+	for _, q := range r.sendQueues() {
 		switch {
 		case tried[q.broker.name]:
 		case s.isIsolated(q.broker.name):
@@ -322,6 +318,9 @@ func (s *sender) pickRoundRobin(r *route, tried map[string]bool) (writeQueue, er
 			other = append(other, q)
 		}
 	}
+	// Other IDCs and isolated brokers in OwnFirst order is the route's
+	// order, own IDC's having been taken out already.
+	isolated = idc.OwnFirst(isolated, writeQueueIDC, s.c.cfg.IDC)
 	for _, tier := range [][]writeQueue{own, other, isolated} {
 		if len(tier) > 0 {
 			return tier[s.rr.Add(1)%uint64(len(tier))], nil

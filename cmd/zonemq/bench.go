@@ -731,6 +731,9 @@ func (h *latencyHistogram) percentile(q float64) time.Duration {
 	for b, c := range h.counts {
 		cum += c
 		if cum >= rank {
+			if b == histBuckets-1 {
+				return h.max // the overflow bucket has no upper bound
+			}
 			return min(histUpper(b), h.max)
 		}
 	}

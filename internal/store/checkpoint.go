@@ -9,10 +9,11 @@ import (
 )
 
 // checkpoint records what is durable: every commit-log byte below
-// CommitLogFlushed is fsynced, and so are the consume-queue entries and key
-// index entries of those records; ConsumeQueues holds each queue's fsynced
-// max offset. Recovery verifies the commit log from CommitLogFlushed on. After
-// a clean Close it is exact (CommitLogFlushed is the end of the log).
+// CommitLogFlushed is fsynced, and so are the consume-queue and key-index
+// entries of those records; ConsumeQueues holds each queue's fsynced entry
+// count (its durable max offset). Recovery verifies the commit log from
+// CommitLogFlushed on. After a clean Close it is exact (CommitLogFlushed is
+// the end of the log).
 type checkpoint struct {
 	Version          int                        `json:"version"`
 	CommitLogFlushed int64                      `json:"commitLogFlushed"`

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,4 +143,75 @@ func TestCommitLogWaitFlushedTimesOut(t *testing.T) {
 	cancel()
 	ok = s.cl.waitFlushed(ctx, s.CommitLogMaxOffset()+1, time.Hour)
 	testutil.True(t, !ok, "context ended")
+}
+
+// The log may end exactly at a segment's end-of-segment marker with no next
+// segment (its first record torn and the empty file gone): writing resumes
+// with a new segment at the boundary.
+func TestCommitLogRecoveryEndsAtSegmentBoundary(t *testing.T) {
+	o, lb := testOptions(t)
+	s := openStore(t, o)
+	for i := 0; i < 40; i++ {
+		mustPut(t, s, newMsg("T", 0, strings.Repeat("r", 150), nil))
+	}
+	s.abandon()
+	files := segmentFiles(t, o.Dir)
+	last := files[len(files)-1]
+	testutil.NoError(t, os.Remove(last))
+	s = openStore(t, o)
+	boundary := int64(len(files)-1) * o.SegmentSize
+	testutil.Equal(t, s.CommitLogMaxOffset(), boundary)
+	testutil.True(t, containsLog(lb, "dropped entries pointing past the end") || s.MaxOffset("T", 0) < 40, "entries of the lost segment dropped")
+	n := s.MaxOffset("T", 0)
+	testutil.Equal(t, int64(len(readAll(t, s, "T", 0))), n)
+	res := mustPut(t, s, newMsg("T", 0, "resumed", nil))
+	testutil.Equal(t, res.CommitLogOffset, boundary)
+	testutil.Equal(t, res.QueueOffset, n)
+	testutil.Equal(t, filepath.Base(segmentFiles(t, o.Dir)[len(files)-1]), offsetName(boundary))
+}
+
+// Close while sync puts are waiting: every put returns (stored, or
+// ErrClosed), nothing hangs, and everything acknowledged is there afterwards.
+func TestCommitLogCloseWithSyncPutsInFlight(t *testing.T) {
+	o, _ := testOptions(t)
+	o.Flush = FlushSync
+	s, err := Open(o)
+	testutil.NoError(t, err)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := 0
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				_, err := s.PutMessage(context.Background(), newMsg("T", int32(w), "x", nil))
+				if err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Errorf("put during Close: %v", err)
+					}
+					return
+				}
+				mu.Lock()
+				acked++
+				mu.Unlock()
+			}
+		}(w)
+	}
+	testutil.Eventually(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if acked < 50 {
+			return fmt.Errorf("%d acked", acked)
+		}
+		return nil
+	})
+	testutil.NoError(t, s.Close())
+	wg.Wait()
+	s = openStore(t, o)
+	total := int64(0)
+	for _, q := range s.Queues("T") {
+		total += s.MaxOffset("T", q)
+	}
+	testutil.True(t, total >= int64(acked), fmt.Sprintf("%d stored, %d acknowledged", total, acked))
 }

@@ -18,7 +18,7 @@ const cqEntrySize = 20
 
 // cqTailFlushEntries is how many entries a queue gathers in memory before
 // they are written to its file.
-const cqTailFlushEntries = 1024
+const cqTailFlushEntries = 512
 
 // cqEntry is a decoded consume-queue entry.
 type cqEntry struct {
@@ -290,8 +290,8 @@ func (q *consumeQueue) entryAt(off int64) (cqEntry, error) {
 // between file and tail, and returns how many it read.
 func (q *consumeQueue) readEntries(from int64, buf []byte) (int, error) {
 	n := int64(len(buf) / cqEntrySize)
-	if max := q.maxOffset.Load(); from+n > max {
-		n = max - from
+	if maxOff := q.maxOffset.Load(); from+n > maxOff {
+		n = maxOff - from
 	}
 	if n <= 0 || from < 0 {
 		return 0, nil
@@ -346,11 +346,16 @@ func (q *consumeQueue) appendLocked(first int64, entries []byte) error {
 	return nil
 }
 
-// flushTail writes the tail to the files.
+// flushTail writes the tail to the files and drops its buffer, so that
+// thousands of idle queues hold no memory between checkpoints.
 func (q *consumeQueue) flushTail() error {
 	q.tailMu.Lock()
 	defer q.tailMu.Unlock()
-	return q.flushTailLocked()
+	if err := q.flushTailLocked(); err != nil {
+		return err
+	}
+	q.tail = nil
+	return nil
 }
 
 // flushTailLocked writes the tail to the files. Caller holds tailMu.

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 )
@@ -233,92 +231,4 @@ func (s *Store) MessageAt(commitLogOffset int64) (*protocol.MessageExt, error) {
 		return nil, fmt.Errorf("%w: no record starts at commit-log offset %d (the bytes there claim offset %d)", ErrNotFound, commitLogOffset, m.CommitLogOffset)
 	}
 	return m, nil // rec is ours alone, so the body may alias it
-}
-
-// defaultQueryMax is QueryByKey's limit when maxNum <= 0.
-const defaultQueryMax = 32
-
-// QueryByKey returns up to maxNum messages (<=0 means 32) of topic stored
-// between begin and end (ms, inclusive; end <= 0 means no upper bound) that
-// carry key among the space-separated words of their KEYS property or as
-// their UNIQ_KEY. The newest matches win; they are returned oldest first.
-//
-// The index is persisted: one sidecar file per commit-log segment under
-// Dir/index, repaired by recovery like the consume queues. A lookup scans the
-// sidecars of the segments whose time range overlaps [begin, end].
-func (s *Store) QueryByKey(topic, key string, maxNum int, begin, end int64) ([]*protocol.MessageExt, error) {
-	if maxNum <= 0 {
-		maxNum = defaultQueryMax
-	}
-	if end <= 0 {
-		end = math.MaxInt64
-	}
-	h := keyHash(topic, key)
-	segs := s.cl.snapshot()
-	var out []*protocol.MessageExt
-	for i := len(segs) - 1; i >= 0 && len(out) < maxNum; i-- {
-		g := segs[i]
-		if newest := g.newestStoreTime.Load(); newest != 0 && newest < begin {
-			break // older segments are older still
-		}
-		if first := s.firstStoreTime(g); first != 0 && first > end {
-			continue
-		}
-		var offs []int64
-		if err := g.index.scan(h, func(off int64) { offs = append(offs, off) }); err != nil {
-			return nil, err
-		}
-		// Newest first within the segment too.
-		for j := len(offs) - 1; j >= 0 && len(out) < maxNum; j-- {
-			if j+1 < len(offs) && offs[j] == offs[j+1] {
-				continue // two keys of one message hash alike
-			}
-			m, err := s.MessageAt(offs[j])
-			if err != nil {
-				continue // deleted under us
-			}
-			if m.Topic != topic || m.StoreTimestamp < begin || m.StoreTimestamp > end || !hasKey(m.Properties, key) {
-				continue
-			}
-			out = append(out, m)
-		}
-	}
-	slices.SortFunc(out, func(a, b *protocol.MessageExt) int {
-		switch {
-		case a.CommitLogOffset < b.CommitLogOffset:
-			return -1
-		case a.CommitLogOffset > b.CommitLogOffset:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
-}
-
-// hasKey reports whether key is one of props' KEYS words or its UNIQ_KEY.
-func hasKey(props, key string) bool {
-	if v, ok := protocol.Property(props, protocol.PropertyUniqClientMessageID); ok && v == key {
-		return true
-	}
-	if v, ok := protocol.Property(props, protocol.PropertyKeys); ok {
-		for _, k := range strings.Split(v, " ") {
-			if k == key {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// firstStoreTime returns (and caches) the store time of g's first record.
-func (s *Store) firstStoreTime(g *segment) int64 {
-	if t := g.firstStoreTime.Load(); t != 0 {
-		return t
-	}
-	t, err := s.storeTimeOf(g.start)
-	if err != nil {
-		return 0
-	}
-	g.firstStoreTime.CompareAndSwap(0, t)
-	return t
 }

@@ -184,5 +184,5 @@ func checkpointNow(t testing.TB, s *Store) {
 	t.Helper()
 	s.maintMu.Lock()
 	defer s.maintMu.Unlock()
-	testutil.NoError(t, s.checkpointLocked(), "checkpoint")
+	testutil.NoError(t, s.checkpointLocked(true), "checkpoint")
 }

@@ -186,6 +186,9 @@ func (s *Store) appendLocked(topic string, queueID int32, buf []byte, recs []pen
 		keys = appendKeyEntries(keys, r.keyHashes, phys)
 	}
 	if _, err := g.file.WriteAt(buf, base-g.start); err != nil {
+		// Cut off a partial write (ENOSPC), so that whole records of a
+		// failed batch cannot look like valid records after a crash.
+		g.file.Truncate(base - g.start)
 		return 0, 0, 0, fmt.Errorf("store: write commit log %s: %w", g.path, err)
 	}
 	// From here the put succeeds: the entries are kept in memory even if

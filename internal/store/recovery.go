@@ -113,7 +113,7 @@ func (s *Store) recover(unclean bool) error {
 		}
 	}
 	s.correctQueueMins(clMin)
-	if err := s.checkpointLocked(); err != nil {
+	if err := s.checkpointLocked(true); err != nil {
 		return err
 	}
 	s.log.Info("store recovered",

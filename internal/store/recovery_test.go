@@ -329,3 +329,37 @@ func flipByte(t *testing.T, path string, at int64) {
 
 // bodyOffsetV4 is where BODY starts in a record with IPv4 hosts.
 const bodyOffsetV4 = 88
+
+// A light checkpoint syncs only busy queues and holds the recorded position
+// back to the first record whose queue entry is not durable yet; a full one
+// covers everything flushed.
+func TestStoreCheckpointLightAndFull(t *testing.T) {
+	o, _ := testOptions(t)
+	o.SegmentSize = 1 << 20
+	o.ConsumeQueueEntries = 1000
+	s := openStore(t, o)
+	quiet := mustPut(t, s, newMsg("Quiet", 0, "q0", nil))
+	for i := 0; i < cqTailFlushEntries+10; i++ {
+		mustPut(t, s, newMsg("Busy", 0, "b", nil))
+	}
+	testutil.NoError(t, s.cl.flushCommitLog())
+	read := func() checkpoint {
+		b, err := os.ReadFile(filepath.Join(o.Dir, "checkpoint"))
+		testutil.NoError(t, err)
+		var cp checkpoint
+		testutil.NoError(t, json.Unmarshal(b, &cp))
+		return cp
+	}
+	s.maintMu.Lock()
+	testutil.NoError(t, s.checkpointLocked(false))
+	s.maintMu.Unlock()
+	cp := read()
+	testutil.Equal(t, cp.ConsumeQueues["Busy"][0], int64(cqTailFlushEntries+10), "busy queue synced")
+	testutil.Equal(t, cp.ConsumeQueues["Quiet"][0], int64(0), "quiet queue left for later")
+	testutil.Equal(t, cp.CommitLogFlushed, quiet.CommitLogOffset, "held back to the quiet queue's first record")
+
+	checkpointNow(t, s)
+	cp = read()
+	testutil.Equal(t, cp.ConsumeQueues["Quiet"][0], int64(1))
+	testutil.Equal(t, cp.CommitLogFlushed, s.CommitLogMaxOffset())
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,9 +16,11 @@ import (
 // Store is the message store of one broker. Open it with Open; all methods
 // are safe for concurrent use.
 //
-// Lock order (a goroutine holding a lock may take only locks listed after
-// it): maintMu → putMu → queuesMu → consumeQueue.mu / commitLog.segMu.
-// flushState.syncMu, offsetTable locks and metaMu are leaves.
+// Lock order (a goroutine holding a lock takes only locks to its right):
+// maintMu → putMu → queuesMu / consumeQueue.tailMu → consumeQueue.mu /
+// keyIndex.mu / commitLog.segMu, and maintMu → flushState.syncMu →
+// commitLog.segMu. flushState.mu, the offsetTable locks and metaMu are
+// leaves. docs/storage.md has the full picture.
 type Store struct {
 	opts      Options
 	log       *slog.Logger
@@ -99,19 +100,20 @@ func Open(opts Options) (*Store, error) {
 		return fail(err)
 	}
 	s.cl = newCommitLog(logDir, indexDir, opts.SegmentSize, logger)
+	// The abort file marks a run in progress, recovery included; only a
+	// complete Close removes it.
 	abortPath := filepath.Join(opts.Dir, "abort")
 	unclean := fileExists(abortPath)
-	if err := s.recover(unclean); err != nil {
-		return fail(err)
-	}
-	if s.offsets, err = loadOffsetTable(s.configDir); err != nil {
-		return fail(err)
-	}
-	// The abort file marks a run in progress; Close removes it.
 	if err := os.WriteFile(abortPath, nil, 0o644); err != nil {
 		return fail(fmt.Errorf("store: create abort file: %w", err))
 	}
 	if err := syncDir(opts.Dir); err != nil {
+		return fail(err)
+	}
+	if err := s.recover(unclean); err != nil {
+		return fail(err)
+	}
+	if s.offsets, err = loadOffsetTable(s.configDir); err != nil {
 		return fail(err)
 	}
 	s.disk.init(opts.DiskMaxUsedRatio)
@@ -145,7 +147,7 @@ func (s *Store) Close() error {
 		if err := s.cl.flushCommitLog(); err != nil {
 			errs = append(errs, err)
 		}
-		if err := s.checkpointLocked(); err != nil {
+		if err := s.checkpointLocked(true); err != nil {
 			errs = append(errs, err)
 		}
 		if err := s.offsets.persist(true); err != nil {
@@ -214,13 +216,15 @@ func (s *Store) maintenanceLoop() {
 	defer off.Stop()
 	clean := time.NewTicker(s.opts.CleanInterval)
 	defer clean.Stop()
+	runs := 0
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-cp.C:
+			runs++
 			s.maintMu.Lock()
-			if err := s.checkpointLocked(); err != nil {
+			if err := s.checkpointLocked(runs%fullCheckpointEvery == 0); err != nil {
 				s.log.Error("checkpoint failed", "err", err)
 			}
 			s.maintMu.Unlock()
@@ -235,39 +239,53 @@ func (s *Store) maintenanceLoop() {
 	}
 }
 
-// checkpointLocked fsyncs the consume queues and key indexes of everything
-// the commit log has made durable, then records the position. Caller holds
-// maintMu.
-func (s *Store) checkpointLocked() error {
+// fullCheckpointEvery: every n-th periodic checkpoint syncs every queue, not
+// only the busy ones.
+const fullCheckpointEvery = 10
+
+// checkpointLocked makes consume-queue and key-index entries durable and
+// records how far the commit log is covered (see checkpoint). A full
+// checkpoint syncs every queue with new entries; a light one only queues
+// with at least cqTailFlushEntries new entries — one fsync per busy queue
+// per second instead of one per active queue — and holds the recorded
+// position back to the first record whose entry is not yet durable. Caller
+// holds maintMu.
+func (s *Store) checkpointLocked(full bool) error {
 	// Every record below flushed was dispatched before writePos passed it,
-	// so its entries are in the files synced below.
+	// so its entries are in the tails and buffers synced below.
 	flushed := s.cl.flushedPos.Load()
-	cp := &checkpoint{CommitLogFlushed: flushed, WrittenAt: time.Now().UnixMilli(), ConsumeQueues: map[string]map[int32]int64{}}
+	covered := flushed
+	cp := &checkpoint{WrittenAt: time.Now().UnixMilli(), ConsumeQueues: map[string]map[int32]int64{}}
+	var queues, sum int64
 	for _, q := range s.allQueues() {
-		max, err := q.sync()
-		if err != nil {
-			return err
+		maxOff := q.maxOffset.Load()
+		if maxOff > q.syncedOffset {
+			if full || maxOff-q.syncedOffset >= cqTailFlushEntries {
+				if _, err := q.sync(); err != nil {
+					return err
+				}
+			} else if from := max(q.syncedOffset, q.minOffset.Load()); from < maxOff {
+				if e, err := q.entryAt(from); err == nil && e.phys < covered {
+					covered = e.phys
+				}
+			}
 		}
 		m := cp.ConsumeQueues[q.topic]
 		if m == nil {
 			m = map[int32]int64{}
 			cp.ConsumeQueues[q.topic] = m
 		}
-		m[q.queueID] = max
+		m[q.queueID] = q.syncedOffset
+		queues++
+		sum += q.syncedOffset
 	}
 	for _, g := range s.cl.snapshot() {
 		if err := g.index.sync(); err != nil && !errors.Is(err, os.ErrClosed) {
 			return err
 		}
 	}
-	var queues, sum int64
-	for _, m := range cp.ConsumeQueues {
-		for _, max := range m {
-			queues++
-			sum += max
-		}
-	}
-	summary := [3]int64{flushed, queues, sum}
+	cp.CommitLogFlushed = covered
+	summary := [3]int64{covered, queues, sum}
 	if summary == s.lastCheckpoint && fileExists(checkpointPath(s.dir)) {
 		return nil
 	}
@@ -387,7 +405,7 @@ func (s *Store) DeleteTopic(topic string) error {
 	errs = append(errs, syncDir(s.cqRoot))
 	// Recovery re-dispatches only records past the checkpoint: move it past
 	// every record of the topic.
-	errs = append(errs, s.cl.flushCommitLog(), s.checkpointLocked())
+	errs = append(errs, s.cl.flushCommitLog(), s.checkpointLocked(true))
 	if len(qs) > 0 {
 		s.log.Info("topic deleted", "topic", topic, "queues", len(qs))
 	}
@@ -399,13 +417,3 @@ func (s *Store) fsyncCount() int64 { return s.cl.flush.fsyncs.Load() }
 
 // now returns the store clock.
 func (s *Store) now() time.Time { return s.opts.clock() }
-
-// diskGuard caches the disk-usage verdict so puts do not statfs each time.
-type diskGuard struct {
-	maxRatio  atomic.Uint64 // float64 bits
-	lastRatio atomic.Uint64 // float64 bits
-	full      atomic.Bool
-	lastCheck atomic.Int64 // unix nanos
-}
-
-func (d *diskGuard) init(ratio float64) { d.maxRatio.Store(math.Float64bits(ratio)) }

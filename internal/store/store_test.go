@@ -526,6 +526,13 @@ func TestStoreOnArrive(t *testing.T) {
 func TestStoreConcurrentPutAndGet(t *testing.T) {
 	o, _ := testOptions(t)
 	o.SegmentSize = 16 << 10
+	arrived := [2]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
+	o.OnArrive = func(_ string, queueID int32, _ int64) {
+		select {
+		case arrived[queueID] <- struct{}{}:
+		default:
+		}
+	}
 	s := openStore(t, o)
 	const writers, perWriter = 4, 150
 	var wg sync.WaitGroup
@@ -570,7 +577,10 @@ func TestStoreConcurrentPutAndGet(t *testing.T) {
 						return
 					}
 				case OffsetOverflowOne, NoMessageInQueue:
-					time.Sleep(time.Millisecond)
+					select { // caught up: wait for the next message
+					case <-arrived[q]:
+					case <-time.After(10 * time.Millisecond):
+					}
 				default:
 					errs <- fmt.Errorf("unexpected status %v at %d", res.Status, off)
 					return
