@@ -40,6 +40,7 @@ type nameServers struct {
 	mu        sync.Mutex
 	list      []nameServer         // the latest list, as the address server gave it
 	suspect   map[string]time.Time // failed since its last good heartbeat
+	answered  map[string]time.Time // last good heartbeat
 	inflight  map[string]bool      // heartbeats under way
 	watched   map[*remoting.Conn]bool
 	lastFetch time.Time
@@ -52,6 +53,7 @@ func newNameServers(c *core) *nameServers {
 		c:         c,
 		rotation:  rand.IntN(1 << 16),
 		suspect:   map[string]time.Time{},
+		answered:  map[string]time.Time{},
 		inflight:  map[string]bool{},
 		watched:   map[*remoting.Conn]bool{},
 		refreshCh: make(chan struct{}, 1),
@@ -206,16 +208,20 @@ func (n *nameServers) addrs() []string {
 // candidates orders the name servers for a request: alive and not suspect
 // first (own IDC first), then those the address server reports down, then
 // those that failed us since their last good heartbeat. Nothing is left out:
-// when everything looks down, trying is still better than giving up.
+// when everything looks down, trying is still better than giving up. A name
+// server that answered our heartbeat within the last two intervals counts as
+// alive whatever the address server said at its last refresh: a returning
+// name server is preferred again within a second, not at the next refresh.
 func (n *nameServers) candidates() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	recent := time.Now().Add(-2 * n.c.cfg.ClientHeartbeatInterval)
 	var good, down, bad []nameServer
 	for _, ns := range n.list {
 		switch _, sus := n.suspect[ns.Addr]; {
 		case sus:
 			bad = append(bad, ns)
-		case ns.Alive:
+		case ns.Alive || n.answered[ns.Addr].After(recent):
 			good = append(good, ns)
 		default:
 			down = append(down, ns)
@@ -276,6 +282,7 @@ func (n *nameServers) markSuspect(addr string, err error) {
 
 func (n *nameServers) clearSuspect(addr string) {
 	n.mu.Lock()
+	n.answered[addr] = time.Now()
 	_, was := n.suspect[addr]
 	delete(n.suspect, addr)
 	n.mu.Unlock()

@@ -255,3 +255,50 @@ func TestClientSenderFailover(t *testing.T) {
 		t.Fatalf("attempts %+v, want both brokers", se.Attempts)
 	}
 }
+
+// TestClientSendBackFallback: when the broker cannot take a message back
+// (CONSUMER_SEND_MSG_BACK fails), the consumer sends a copy to the group's
+// retry topic itself, as rocketmq-client-go does.
+func TestClientSendBackFallback(t *testing.T) {
+	b := startFakeBroker(t, "broker-a", "idc1")
+	b.answer = func(req *remoting.Command) *remoting.Command {
+		if req.Code == int32(protocol.ConsumerSendMsgBack) {
+			return remoting.NewResponse(req, int32(protocol.SystemError), "store busy")
+		}
+		return sendOK(req)
+	}
+	ns := startFakeNamesrv(t, b)
+	pc, err := NewPushConsumer(ConsumerConfig{ClientConfig: ClientConfig{NamesrvAddrs: []string{ns}, IDC: "idc1"}, Group: "g"})
+	testutil.NoError(t, err)
+	testutil.NoError(t, pc.Subscribe("T", "*", func(context.Context, []*MessageExt) ConsumeResult { return ConsumeSuccess }))
+	testutil.NoError(t, pc.Start(context.Background()))
+	defer pc.Shutdown(context.Background())
+
+	bi := &brokerInfo{name: "broker-a", idc: "idc1", addrs: map[int64]string{0: b.srv.Addr()}}
+	pq := newProcessQueue(context.Background(), MessageQueue{Topic: "T", BrokerName: "broker-a"}, bi, nil, 0)
+	m := &MessageExt{Message: Message{Topic: "T", Body: []byte("again"), Properties: map[string]string{"UNIQ_KEY": "U1", "TAGS": "A"}},
+		MsgID: "U1", CommitLogOffset: 42, ReconsumeTimes: 1}
+	testutil.NoError(t, pc.sendBack(context.Background(), pq, m, 0))
+
+	back := b.requests(protocol.ConsumerSendMsgBack)
+	testutil.Equal(t, len(back), 1, "CONSUMER_SEND_MSG_BACK requests")
+	for k, v := range map[string]string{"group": "g", "offset": "42", "delayLevel": "0", "originMsgId": "U1", "originTopic": "T", "maxReconsumeTimes": "16", "bname": "broker-a"} {
+		testutil.Equal(t, back[0].Ext(k), v, k)
+	}
+	var retry *remoting.Command
+	for _, r := range b.requests(protocol.SendMessage) {
+		if r.Ext("topic") == "%RETRY%g" {
+			retry = r
+		}
+	}
+	if retry == nil {
+		t.Fatal("no SEND_MESSAGE to the retry topic")
+	}
+	testutil.Equal(t, retry.Ext("reconsumeTimes"), "2", "reconsumeTimes")
+	testutil.Equal(t, retry.Ext("producerGroup"), "CLIENT_INNER_PRODUCER", "producer group")
+	props := protocol.ParseProperties(retry.Ext("properties"))
+	for k, v := range map[string]string{"RETRY_TOPIC": "T", "ORIGIN_MESSAGE_ID": "U1", "DELAY": "4", "UNIQ_KEY": "U1", "TAGS": "A"} {
+		testutil.Equal(t, props[k], v, "property "+k)
+	}
+	testutil.Equal(t, string(retry.Body), "again", "body")
+}

@@ -75,8 +75,8 @@ func TestCLIAdminTopics(t *testing.T) {
 	testutil.Equal(t, r.code, 0, r.stderr)
 	var topics []string
 	cliDecode(t, r.stdout, &topics)
-	testutil.True(t, contains(topics, "AdmT") && contains(topics, "OneT"), topics)
-	testutil.True(t, !contains(topics, "TBW102"), topics)
+	testutil.True(t, containsString(topics, "AdmT") && containsString(topics, "OneT"), topics)
+	testutil.True(t, !containsString(topics, "TBW102"), topics)
 	r = admin("topic", "list", "--all")
 	testutil.Equal(t, r.code, 0, r.stderr)
 	testutil.True(t, strings.Contains(r.stdout, "TBW102"), r.stdout)
@@ -166,7 +166,7 @@ func TestCLIAdminClusterClientsGroup(t *testing.T) {
 		}
 		cliDecode(t, r.stdout, &clients)
 		for _, cl := range clients {
-			if cl.ClientID == pc.ClientID() && cl.IDC == "idc1" && contains(cl.Groups, "GrpG") {
+			if cl.ClientID == pc.ClientID() && cl.IDC == "idc1" && containsString(cl.Groups, "GrpG") {
 				return nil
 			}
 		}

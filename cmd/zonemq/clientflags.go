@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/zonemq/zonemq/client"
 )
@@ -193,4 +195,19 @@ func quietly(fs *flag.FlagSet, stderr io.Writer, parse func() error) error {
 		return usagef("%s (%s --help lists the flags)", ue.msg, fs.Name())
 	}
 	return err
+}
+
+// pause waits d, or until ctx ends; it reports whether to go on.
+func pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -135,7 +135,9 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		// Shutdown commits every queue's offset before it closes.
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = c.Shutdown(sctx)
+		if err := c.Shutdown(sctx); err != nil {
+			fmt.Fprintf(stderr, "zonemq consume: warning: stopping the consumer: %s\n", oneLine(err.Error()))
+		}
 	}()
 	if err := c.Start(ctx); err != nil {
 		return fmt.Errorf("cannot start the consumer: %s", oneLine(err.Error()))

@@ -82,7 +82,7 @@ func TestCLIConsumeJSON(t *testing.T) {
 	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "ConsT", "--count", "2", "--key-prefix", "N")...)
 	testutil.Equal(t, r.code, 0, r.stderr)
 	keys = cliConsumeKeys(t, c, 1, "--topic", "ConsT", "--group", "G1", "--from", "first", "--count", fmt.Sprint(2+g.TotalLag))
-	testutil.True(t, contains(keys, "N-1") && contains(keys, "N-2"), keys)
+	testutil.True(t, containsString(keys, "N-1") && containsString(keys, "N-2"), keys)
 
 	// Text mode.
 	r = cli(t, cliArgs(c, 1, []string{"consume"}, "--topic", "ConsT", "--group", "G2", "--from", "first", "--count", "1", "--duration", "20s")...)

@@ -294,7 +294,7 @@ func (d *devControl) act(ctx context.Context, idcName, role, action string) (str
 	roles := []string{role}
 	if role == "all" {
 		roles = devRoles
-	} else if !contains(devRoles, role) {
+	} else if !containsString(devRoles, role) {
 		return fmt.Sprintf("unknown role %q: broker, namesrv, addrsrv or all", role), http.StatusBadRequest
 	}
 	name := devcluster.IDCName(n)
@@ -378,7 +378,7 @@ func (d *devControl) writeStatus(w io.Writer) {
 	tw.Flush()
 }
 
-func contains(list []string, s string) bool {
+func containsString(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
 			return true

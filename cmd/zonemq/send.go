@@ -192,21 +192,6 @@ func printSendResult(out *lineWriter, o sendOptions, key string, res *client.Sen
 		key, res.BrokerName, orDash(res.IDC), res.BrokerAddr, res.Queue.QueueID, res.QueueOffset, res.MsgID, status)
 }
 
-// pause waits d, or until ctx ends; it reports whether to go on.
-func pause(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // orDash shows an empty field as "-" in text output.
 func orDash(s string) string {
 	if s == "" {

@@ -97,9 +97,10 @@ func benchSendExt(queueID int32, seq int64) map[string]string {
 }
 
 // BenchmarkBrokerSendSync measures SEND_MESSAGE round trips with 1 KiB
-// bodies from parallel callers sharing one connection, with asynchronous
-// flush (acknowledged from the page cache) and synchronous flush
-// (acknowledged after fsync; concurrent sends share a flush).
+// bodies from 4×GOMAXPROCS callers sharing one connection (a producer
+// process with several sending goroutines), with asynchronous flush
+// (acknowledged from the page cache) and synchronous flush (acknowledged
+// after fsync; sends in flight together share one).
 func BenchmarkBrokerSendSync(b *testing.B) {
 	for _, mode := range []store.FlushMode{store.FlushAsync, store.FlushSync} {
 		b.Run("flush="+mode.String(), func(b *testing.B) {
@@ -112,6 +113,7 @@ func BenchmarkBrokerSendSync(b *testing.B) {
 			var seq atomic.Int64
 			b.SetBytes(benchBodySize)
 			b.ReportAllocs()
+			b.SetParallelism(4)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()

@@ -161,21 +161,26 @@ func TestE2ECLIContract(t *testing.T) {
 	})
 
 	t.Run("send-failure", func(t *testing.T) {
-		// A name server nobody serves: every send fails, each with a line.
+		// A name server nobody serves: every send fails, each with a line,
+		// and the exit status says so in one line (SDK logs silenced).
 		dead := freeAddr(t, idcHost(1))
 		r := runCLI(t, 60*time.Second, "send", "--namesrv", dead, "--idc", "idc1", "--topic", topic, "--count", "2",
 			"--output", "json", "--send-timeout", "1s", "--log-level", "error")
 		if r.code == 0 {
 			t.Fatalf("send to a dead name server exited 0:\n%s", r.stdout)
 		}
-		if strings.TrimSpace(r.stderr) == "" {
-			t.Errorf("send failed without a reason on stderr")
+		if lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "zonemq send: ") {
+			t.Errorf("want one line on stderr starting \"zonemq send: \", got %q", r.stderr)
 		}
-		if r.stdout != "" {
-			checkFields(t, "failed send", r.stdout, sendErrorFields)
+		checkFields(t, "failed send", r.stdout, sendErrorFields)
+		lines := jsonLines(t, r.stdout)
+		if len(lines) != 2 {
+			t.Fatalf("send printed %d lines for 2 failed sends:\n%s", len(lines), r.stdout)
 		}
-		if lines := jsonLines(t, r.stdout); len(lines) > 0 && lines[0]["key"] != "P-1" {
-			t.Errorf("first failed line has key %v, want P-1", lines[0]["key"])
+		for i, m := range lines {
+			if want := fmt.Sprintf("P-%d", i+1); m["key"] != want || m["error"] == "" {
+				t.Errorf("failed line %d: key %v (want %s), error %q", i+1, m["key"], want, m["error"])
+			}
 		}
 	})
 
