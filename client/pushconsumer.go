@@ -158,9 +158,9 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 }
 
 // Shutdown stops pulling, waits for running handlers (until ctx ends),
-// commits every queue's offset, releases orderly locks and closes the
+// commits every queue's offset, unlocks the queues and closes the
 // connections; the brokers then tell the group's other consumers, which
-// take the queues over. It is idempotent.
+// take the queues over from the committed offsets. It is idempotent.
 func (pc *PushConsumer) Shutdown(ctx context.Context) error {
 	if err := pc.c.running(); err != nil {
 		if errors.Is(err, ErrNotStarted) {

@@ -67,7 +67,14 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 		return resp
 	}
 	if first && h.SysFlag&protocol.PullFlagCommitOffset != 0 && h.CommitOffset >= 0 {
-		s.store.CommitOffset(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+		// A pull-carried commit only moves the offset forward: a pull sent
+		// before the consumer's final UPDATE_CONSUMER_OFFSET (or by a
+		// previous owner of the queue) may arrive after it, and must not
+		// take the committed offset back and cause redelivery. Explicit
+		// UPDATE_CONSUMER_OFFSET requests still set any value (resets).
+		if cur, ok := s.store.QueryOffset(h.ConsumerGroup, h.Topic, h.QueueID); !ok || h.CommitOffset > cur {
+			s.store.CommitOffset(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+		}
 	}
 	n := int(h.MaxMsgNums)
 	if n <= 0 {
