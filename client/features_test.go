@@ -299,3 +299,17 @@ func TestClientAdmin(t *testing.T) {
 		return nil
 	})
 }
+
+// TestClientAutoCreateStaysLocal: a topic auto-created by idc1's producer
+// lives on idc1's broker only; idc2's producer then creates it on idc2's
+// broker through the auto-create template rather than sending across IDCs.
+func TestClientAutoCreateStaysLocal(t *testing.T) {
+	c := startCluster(t, 2)
+	const topic = "AutoLocalTopic"
+	_, res := sendN(t, newProducer(t, clientConfig(c, 1)), topic, "a1", 3)
+	testutil.Equal(t, res[0].IDC, "idc1", "first producer's IDC")
+	_, res = sendN(t, newProducer(t, clientConfig(c, 2)), topic, "a2", 10)
+	for _, r := range res {
+		testutil.Equal(t, r.IDC, "idc2", "second producer's messages")
+	}
+}

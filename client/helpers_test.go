@@ -43,25 +43,29 @@ func startCluster(t *testing.T, idcs int) *devcluster.Cluster {
 }
 
 // createTopic creates topic with queues queues on every broker of every IDC
-// and waits until IDC 1's name server routes it to all of them.
+// and waits until every name server routes it to all of them.
 func createTopic(t *testing.T, c *devcluster.Cluster, topic string, queues int) {
 	t.Helper()
 	ctx := context.Background()
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: c.NamesrvAddrs(), Logger: testLogger()}})
-	testutil.NoError(t, err)
-	testutil.NoError(t, adm.Start(ctx))
-	defer adm.Shutdown(ctx)
-	testutil.NoError(t, adm.CreateTopic(ctx, client.TopicSpec{Topic: topic, Queues: queues}), "CreateTopic")
-	testutil.Eventually(t, 10*time.Second, func() error {
-		r, err := adm.TopicRoute(ctx, topic)
-		if err != nil {
-			return err
+	for i, ns := range c.NamesrvAddrs() {
+		adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns}, Logger: testLogger()}})
+		testutil.NoError(t, err)
+		testutil.NoError(t, adm.Start(ctx))
+		if i == 0 {
+			testutil.NoError(t, adm.CreateTopic(ctx, client.TopicSpec{Topic: topic, Queues: queues}), "CreateTopic")
 		}
-		if len(r.Brokers) != c.IDCs() {
-			return fmt.Errorf("route of %s has %d brokers", topic, len(r.Brokers))
-		}
-		return nil
-	})
+		testutil.Eventually(t, 10*time.Second, func() error {
+			r, err := adm.TopicRoute(ctx, topic)
+			if err != nil {
+				return err
+			}
+			if len(r.Brokers) != c.IDCs() {
+				return fmt.Errorf("name server %s routes %s to %d brokers", ns, topic, len(r.Brokers))
+			}
+			return nil
+		})
+		adm.Shutdown(ctx)
+	}
 }
 
 // clientConfig is IDC n's client config with the test logger.

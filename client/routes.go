@@ -57,6 +57,9 @@ func (r *route) sendQueues() []writeQueue {
 			limit = autoCreateQueueNums
 		}
 		r.sendQueuesList = r.writeQueues(limit)
+		for i := range r.sendQueuesList {
+			r.sendQueuesList[i].autoCreate = limit > 0
+		}
 	})
 	return r.sendQueuesList
 }
@@ -77,6 +80,9 @@ func newRoute(topic string, data *protocol.TopicRouteData, raw []byte) *route {
 type writeQueue struct {
 	broker  *brokerInfo
 	queueID int
+	// autoCreate marks a queue of the auto-create template TBW102: sending
+	// there makes the broker create the topic.
+	autoCreate bool
 }
 
 func writeQueueIDC(q writeQueue) string { return q.broker.idc }

@@ -48,13 +48,11 @@ func (HashSelector) Select(queues []MessageQueue, _ *Message, arg any) MessageQu
 	return queues[h%uint64(len(queues))]
 }
 
-// orderedQueues lists the writable queues for ordered sends: following the
-// route's orderTopicConf ("brokerA:4;brokerB:4", in its order) when there
-// is one, else the route's queues by broker name. When the own IDC has any,
-// only the own IDC's are listed, so an order key maps to one queue of the
-// own IDC and ordered traffic stays local; otherwise every IDC's, in the
-// route's order. Brokers without a live master are left out.
-func orderedQueues(r *route, own string) []writeQueue {
+// orderQueues lists a route's writable queues for ordered sends: following
+// its orderTopicConf ("brokerA:4;brokerB:4", in that order) when it has
+// one, else by broker name and queue id. Brokers without a live master are
+// left out.
+func orderQueues(r *route) []writeQueue {
 	var qs []writeQueue
 	if conf := r.data.OrderTopicConf; conf != "" {
 		for _, item := range strings.Split(conf, ";") {
@@ -72,31 +70,43 @@ func orderedQueues(r *route, own string) []writeQueue {
 	if len(qs) == 0 {
 		qs = r.sendQueues()
 	}
-	qs = idc.OwnFirst(qs, writeQueueIDC, own)
-	n := 0
-	for n < len(qs) && idc.Same(qs[n].broker.idc, own) {
-		n++
-	}
-	if n > 0 {
-		return qs[:n]
-	}
 	return qs
 }
 
-// pickSelected returns a picker that asks selector among the queues of the
-// brokers not yet tried.
+// orderedChoices is what the selector of an ordered send chooses from: the
+// own IDC's queues of the topic (in orderQueues order); else the own IDC's
+// auto-create queues; else every IDC's queues of the topic; else the
+// template's. An order key thus maps to one queue of the own IDC, and
+// ordered traffic stays local while the own IDC has a broker.
+func (s *sender) orderedChoices(p *sendPlan) [][]writeQueue {
+	var own, all []writeQueue
+	if r := s.c.routes.cached(p.topic); r != nil {
+		all = orderQueues(r)
+		for _, q := range all {
+			if idc.Same(q.broker.idc, s.c.cfg.IDC) {
+				own = append(own, q)
+			}
+		}
+	}
+	return [][]writeQueue{own, p.tiers[1], all, p.tiers[3]}
+}
+
+// pickSelected returns a picker that asks selector among the best choices'
+// queues whose broker was not tried yet.
 func (s *sender) pickSelected(msg *Message, selector QueueSelector, arg any) picker {
-	return func(r *route, tried map[string]bool) (writeQueue, error) {
+	return func(p *sendPlan, tried map[string]bool) (writeQueue, error) {
 		var avail []writeQueue
-		for _, q := range orderedQueues(r, s.c.cfg.IDC) {
-			if !tried[q.broker.name] {
-				avail = append(avail, q)
+		for _, choice := range s.orderedChoices(p) {
+			for _, q := range choice {
+				if !tried[q.broker.name] {
+					avail = append(avail, q)
+				}
+			}
+			if len(avail) > 0 {
+				break
 			}
 		}
 		if len(avail) == 0 {
-			if len(tried) == 0 {
-				return writeQueue{}, fmt.Errorf("%w: topic %s has no writable queue", ErrNoRoute, msg.Topic)
-			}
 			return writeQueue{}, errNoQueue
 		}
 		mqs := make([]MessageQueue, len(avail))

@@ -185,10 +185,25 @@ func appendBatchItem(dst []byte, m *Message, props string) []byte {
 // errNoQueue tells send that the picker has nothing left this round.
 var errNoQueue = errors.New("no queue left")
 
-// picker chooses the next queue given the route and the brokers tried in
+// sendPlan is what a send chooses queues from, in tiers of preference:
+//
+//	0  the topic's queues on own-IDC brokers
+//	1  the auto-create template's (TBW102) queues on own-IDC brokers, when
+//	   tier 0 is empty: an own-IDC broker creates the topic on first send,
+//	   so a topic that so far lives only in other IDCs becomes local
+//	   instead of being sent across IDCs for ever
+//	2  the topic's queues in other IDCs
+//	3  the template's queues in other IDCs, when the topic has no queue at
+//	   all (RocketMQ's auto-create)
+type sendPlan struct {
+	topic string
+	tiers [4][]writeQueue
+}
+
+// picker chooses the next queue given the plan and the brokers tried in
 // this round. It returns errNoQueue when none is left, or another error to
 // stop the send.
-type picker func(r *route, tried map[string]bool) (writeQueue, error)
+type picker func(p *sendPlan, tried map[string]bool) (writeQueue, error)
 
 // maxRecordedAttempts bounds SendError.Attempts.
 const maxRecordedAttempts = 16
@@ -197,7 +212,7 @@ const maxRecordedAttempts = 16
 // (no answer, broken connection, retryable code) is retried at once on
 // another broker — own IDC first, then other IDCs — until one stores the
 // message, a non-retryable answer arrives, or the send timeout passes. When
-// every broker of the route failed, the route is re-read and another round
+// every broker of the plan failed, the route is re-read and another round
 // starts after a short pause.
 func (s *sender) send(ctx context.Context, out *outgoing, pick picker) (*SendResult, error) {
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.sendTimeout {
@@ -214,10 +229,10 @@ func (s *sender) send(ctx context.Context, out *outgoing, pick picker) (*SendRes
 	tried := map[string]bool{}
 	pause := 20 * time.Millisecond
 	for {
-		r, limit, err := s.routeFor(ctx, out.topic)
+		p, err := s.plan(ctx, out.topic)
 		var q writeQueue
 		if err == nil {
-			q, err = pick(r, tried)
+			q, err = pick(p, tried)
 		}
 		switch {
 		case err == nil:
@@ -245,9 +260,9 @@ func (s *sender) send(ctx context.Context, out *outgoing, pick picker) (*SendRes
 		res, err := s.attempt(ctx, out, q)
 		if err == nil {
 			s.recovered(q.broker.name)
-			if limit > 0 {
-				// Sent through the auto-create template: the topic's own
-				// route exists now.
+			if q.autoCreate {
+				// Sent through the auto-create template: the broker has
+				// the topic now; read its route.
 				s.c.routes.triggerRefresh()
 			}
 			return res, nil
@@ -278,56 +293,72 @@ func (s *sender) stop(ctx context.Context, fail *SendError) error {
 	return fail
 }
 
-// routeFor returns the route to send topic with. A topic the name servers
-// do not know (or whose brokers are all gone) is sent through the
-// auto-create template TBW102, like RocketMQ producers do: its brokers
-// create the topic on first send. limit is the template's queue cap, 0 for
-// the topic's own route.
-func (s *sender) routeFor(ctx context.Context, topic string) (*route, int, error) {
+// plan builds the sendPlan of topic from its route and, when needed, the
+// auto-create template's route.
+func (s *sender) plan(ctx context.Context, topic string) (*sendPlan, error) {
 	r, err := s.c.routes.get(ctx, topic)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	if !r.notFound && len(r.sendQueues()) > 0 {
-		return r, 0, nil
+	p := &sendPlan{topic: topic}
+	own := s.c.cfg.IDC
+	for _, q := range r.sendQueues() {
+		if idc.Same(q.broker.idc, own) {
+			p.tiers[0] = append(p.tiers[0], q)
+		} else {
+			p.tiers[2] = append(p.tiers[2], q)
+		}
 	}
-	tpl, err := s.c.routes.get(ctx, protocol.AutoCreateTopicKey)
-	if err != nil {
-		return nil, 0, err
+	if len(p.tiers[0]) == 0 {
+		// The template route is optional: brokers with auto-create
+		// disabled do not serve it.
+		if tpl, err := s.c.routes.get(ctx, protocol.AutoCreateTopicKey); err == nil {
+			for _, q := range tpl.sendQueues() {
+				switch {
+				case idc.Same(q.broker.idc, own):
+					p.tiers[1] = append(p.tiers[1], q)
+				case len(p.tiers[2]) == 0:
+					p.tiers[3] = append(p.tiers[3], q)
+				}
+			}
+		}
 	}
-	if tpl.notFound || len(tpl.sendQueues()) == 0 {
-		return nil, 0, fmt.Errorf("%w: topic %s", ErrNoRoute, topic)
+	for _, t := range p.tiers {
+		if len(t) > 0 {
+			return p, nil
+		}
 	}
-	return tpl, autoCreateQueueNums, nil
+	return nil, fmt.Errorf("%w: topic %s", ErrNoRoute, topic)
 }
 
-// pickRoundRobin is the normal queue choice: round-robin over the writable
-// queues of the best tier of brokers not yet tried — own IDC healthy, other
-// IDCs healthy, then isolated ones (own first) — so a broker that just
-// failed is used only when nothing else is left.
-func (s *sender) pickRoundRobin(r *route, tried map[string]bool) (writeQueue, error) {
-	var own, other, isolated []writeQueue
-	for _, q := range r.sendQueues() {
-		switch {
-		case tried[q.broker.name]:
-		case s.isIsolated(q.broker.name):
-			isolated = append(isolated, q)
-		case idc.Same(q.broker.idc, s.c.cfg.IDC):
-			own = append(own, q)
-		default:
-			other = append(other, q)
+// pickRoundRobin is the normal queue choice: round-robin over the queues of
+// the best tier that has a broker neither tried in this call nor isolated;
+// isolated brokers (best tier first) only when nothing else is left, so a
+// broker that just failed is used only as a last resort.
+func (s *sender) pickRoundRobin(p *sendPlan, tried map[string]bool) (writeQueue, error) {
+	var isolated []writeQueue
+	for _, tier := range p.tiers {
+		var healthy []writeQueue
+		for _, q := range tier {
+			switch {
+			case tried[q.broker.name]:
+			case s.isIsolated(q.broker.name):
+				isolated = append(isolated, q)
+			default:
+				healthy = append(healthy, q)
+			}
+		}
+		if len(healthy) > 0 {
+			return healthy[s.rr.Add(1)%uint64(len(healthy))], nil
 		}
 	}
-	// Other IDCs and isolated brokers in OwnFirst order is the route's
-	// order, own IDC's having been taken out already.
-	isolated = idc.OwnFirst(isolated, writeQueueIDC, s.c.cfg.IDC)
-	for _, tier := range [][]writeQueue{own, other, isolated} {
-		if len(tier) > 0 {
-			return tier[s.rr.Add(1)%uint64(len(tier))], nil
+	if len(isolated) > 0 {
+		// The first isolated broker's queues, round-robin.
+		n := 1
+		for n < len(isolated) && isolated[n].broker == isolated[0].broker {
+			n++
 		}
-	}
-	if len(tried) == 0 {
-		return writeQueue{}, fmt.Errorf("%w: topic %s has no writable queue", ErrNoRoute, r.topic)
+		return isolated[s.rr.Add(1)%uint64(n)], nil
 	}
 	return writeQueue{}, errNoQueue
 }

@@ -109,11 +109,14 @@ func TestClientSubscriptionExpressions(t *testing.T) {
 	}
 }
 
-// testRoute builds a route with one broker per IDC name given.
-func testRoute(topic string, idcs ...string) *route {
+// testRoute builds a route with one broker per IDC name given, named
+// broker-a, broker-b, ...
+func testRoute(topic string, idcs ...string) *route { return testRouteNamed(topic, "broker-", idcs...) }
+
+func testRouteNamed(topic, prefix string, idcs ...string) *route {
 	data := &protocol.TopicRouteData{}
 	for i, x := range idcs {
-		name := "broker-" + string(rune('a'+i))
+		name := prefix + string(rune('a'+i))
 		data.BrokerDatas = append(data.BrokerDatas, protocol.BrokerData{BrokerName: name, ZoneName: x, BrokerAddrs: map[int64]string{0: "127.0.0.1:1"}})
 		data.QueueDatas = append(data.QueueDatas, protocol.QueueData{BrokerName: name, ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6})
 	}
@@ -122,31 +125,50 @@ func testRoute(topic string, idcs ...string) *route {
 
 func TestClientQueueChoice(t *testing.T) {
 	c := &core{cfg: ClientConfig{IDC: "idc1"}}
+	c.routes = newRouteTable(c)
 	s := &sender{c: c, isolation: DefaultBrokerIsolation, isolated: map[string]isolation{}}
 	r := testRoute("T", "idc2", "idc1", "idc3")
+	c.routes.topics["T"] = r
+	p, err := s.plan(context.Background(), "T")
+	testutil.NoError(t, err)
 	for i := 0; i < 10; i++ {
-		q, err := s.pickRoundRobin(r, map[string]bool{})
+		q, err := s.pickRoundRobin(p, map[string]bool{})
 		testutil.NoError(t, err)
 		testutil.Equal(t, q.broker.idc, "idc1", "healthy pick")
 	}
-	q, err := s.pickRoundRobin(r, map[string]bool{"broker-b": true})
+	q, err := s.pickRoundRobin(p, map[string]bool{"broker-b": true})
 	testutil.NoError(t, err)
 	testutil.True(t, q.broker.idc != "idc1", "after the own broker failed")
 	s.isolate("broker-a")
 	s.isolate("broker-c")
-	q, _ = s.pickRoundRobin(r, map[string]bool{"broker-b": true})
+	q, _ = s.pickRoundRobin(p, map[string]bool{"broker-b": true})
 	testutil.True(t, q.broker.name == "broker-a" || q.broker.name == "broker-c", "isolated brokers are still tried last")
-	_, err = s.pickRoundRobin(r, map[string]bool{"broker-a": true, "broker-b": true, "broker-c": true})
+	_, err = s.pickRoundRobin(p, map[string]bool{"broker-a": true, "broker-b": true, "broker-c": true})
 	testutil.True(t, errors.Is(err, errNoQueue), "all tried")
 	testutil.True(t, r.idcHasLiveBroker("IDC2") && !r.idcHasLiveBroker("idc9"), "idcHasLiveBroker")
 
+	// A topic that lives only in other IDCs is created locally through the
+	// auto-create template, not sent across IDCs.
+	c.routes.topics["Remote"] = testRouteNamed("Remote", "remote-", "idc2")
+	c.routes.topics[protocol.AutoCreateTopicKey] = testRoute(protocol.AutoCreateTopicKey, "idc1", "idc2")
+	p, err = s.plan(context.Background(), "Remote")
+	testutil.NoError(t, err)
+	s.recovered("broker-a")
+	q, err = s.pickRoundRobin(p, map[string]bool{})
+	testutil.NoError(t, err)
+	testutil.True(t, q.autoCreate && q.broker.idc == "idc1", "local auto-create")
+	q, err = s.pickRoundRobin(p, map[string]bool{q.broker.name: true})
+	testutil.NoError(t, err)
+	testutil.True(t, !q.autoCreate && q.broker.idc == "idc2", "then the topic's remote broker")
+
 	// Ordered sends use the own IDC's queues only while it has any.
-	qs := orderedQueues(r, "idc1")
-	testutil.Equal(t, len(qs), 2, "own IDC's ordered queues")
-	testutil.Equal(t, qs[0].broker.idc, "idc1", "ordered queue IDC")
-	testutil.Equal(t, len(orderedQueues(r, "idc9")), 6, "no own IDC: every queue")
+	p, _ = s.plan(context.Background(), "T")
+	choices := s.orderedChoices(p)
+	testutil.Equal(t, len(choices[0]), 2, "own IDC's ordered queues")
+	testutil.Equal(t, choices[0][0].broker.idc, "idc1", "ordered queue IDC")
+	testutil.Equal(t, len(choices[2]), 6, "every queue")
 	r.data.OrderTopicConf = "broker-c:1;broker-a:3"
-	qs = orderedQueues(r, "idc9")
+	qs := orderQueues(r)
 	testutil.Equal(t, len(qs), 4, "orderTopicConf queues")
 	testutil.Equal(t, qs[0].broker.name, "broker-c", "orderTopicConf order")
 	mqs := []MessageQueue{{QueueID: 0}, {QueueID: 1}, {QueueID: 2}}

@@ -375,10 +375,10 @@ func (r *benchRun) startConsumers(ctx context.Context) ([]*client.PushConsumer, 
 		if err != nil {
 			return out, clientError(err)
 		}
+		out = append(out, c) // shut down by the caller, started or not
 		if err := c.Start(ctx); err != nil {
 			return out, fmt.Errorf("cannot start consumer %d: %s", i+1, oneLine(err.Error()))
 		}
-		out = append(out, c)
 	}
 	return out, nil
 }

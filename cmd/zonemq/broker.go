@@ -38,9 +38,11 @@ broker's zoneName. See docs/broker.md.
 A RocketMQ broker.conf is accepted as --config: brokerClusterName, brokerName,
 brokerId, namesrvAddr, listenPort, brokerIP1, storePathRootDir, flushDiskType,
 autoCreateTopicEnable, maxMessageSize, mappedFileSizeCommitLog,
-fileReservedTime (hours), diskMaxUsedSpaceRatio (percent) and
-registerNameServerPeriod (ms) are converted; deleteWhen and brokerRole
-(masters only) are ignored with a warning.
+messageDelayLevel, transactionCheckMax, fileReservedTime (hours),
+diskMaxUsedSpaceRatio (percent), and registerNameServerPeriod,
+brokerHeartbeatInterval, transactionCheckInterval and transactionTimeOut (ms)
+are converted; deleteWhen and brokerRole (masters only) are ignored with a
+warning.
 
 Prints "broker listening on ADDR idc=IDC name=NAME" on stdout once it
 serves; stops cleanly on SIGINT/SIGTERM (unregistering first).
@@ -60,6 +62,8 @@ var brokerAliases = map[string]string{
 	"maxMessageSize":          "max-message-size",
 	"mappedFileSizeCommitLog": "segment-size",
 	"mapedFileSizeCommitLog":  "segment-size", // RocketMQ 4's spelling
+	"messageDelayLevel":       "message-delay-level",
+	"transactionCheckMax":     "transaction-check-max",
 }
 
 // brokerConfConversions holds the RocketMQ broker.conf keys whose value
@@ -73,6 +77,8 @@ type brokerConfConversions struct {
 	diskMaxUsedPercent    string // percent → --disk-max-used-ratio
 	registerPeriodMillis  string // ms → --register-interval
 	heartbeatPeriodMillis string // ms → --heartbeat-interval (brokerHeartbeatInterval)
+	txCheckIntervalMillis string // ms → --transaction-check-interval (transactionCheckInterval)
+	txTimeoutMillis       string // ms → --transaction-timeout (transactionTimeOut)
 	ignored               []string
 	brokerRole            string
 }
@@ -139,7 +145,21 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	fs.DurationVar(&opts.LongPollingMax, "long-polling-max", opts.LongPollingMax,
 		"longest a pull waits for a message (kept below the clients' 30s RPC timeout)")
 	fs.DurationVar(&opts.ChannelExpiry, "channel-expiry", opts.ChannelExpiry,
-		"drop a client that sent no heartbeat this long")
+		"drop a client that sent no heartbeat this long (clients announcing their\n"+
+			"heartbeat period, as the zonemq SDK does, after max(3 periods, 3s))")
+	fs.StringVar(&opts.MessageDelayLevel, "message-delay-level", opts.MessageDelayLevel,
+		"`delays` of the DELAY levels 1..18, space-separated, units s m h d (config alias\n"+
+			"messageDelayLevel); retries use level 3 + reconsumeTimes")
+	fs.DurationVar(&opts.LockLease, "lock-lease", opts.LockLease,
+		"how long an orderly consumer's queue lock lasts without renewal")
+	fs.DurationVar(&opts.TransactionCheckInterval, "transaction-check-interval", opts.TransactionCheckInterval,
+		"period of the check of unresolved transaction half messages (config alias\n"+
+			"transactionCheckInterval, in ms)")
+	fs.DurationVar(&opts.TransactionTimeout, "transaction-timeout", opts.TransactionTimeout,
+		"age at which an unresolved half message is first checked (config alias\n"+
+			"transactionTimeOut, in ms)")
+	fs.IntVar(&opts.TransactionCheckMax, "transaction-check-max", opts.TransactionCheckMax,
+		"`checks` of a half message before it is discarded (config alias transactionCheckMax)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
@@ -156,6 +176,8 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	hide("diskMaxUsedSpaceRatio", &conv.diskMaxUsedPercent)
 	hide("registerNameServerPeriod", &conv.registerPeriodMillis)
 	hide("brokerHeartbeatInterval", &conv.heartbeatPeriodMillis)
+	hide("transactionCheckInterval", &conv.txCheckIntervalMillis)
+	hide("transactionTimeOut", &conv.txTimeoutMillis)
 	hide("brokerRole", &conv.brokerRole)
 	for _, k := range []string{"deleteWhen", "brokerIP2", "haListenPort", "storePathCommitLog", "storePathConsumeQueue", "storePathIndex"} {
 		hidden[k] = true
@@ -253,6 +275,12 @@ func (c *brokerConfConversions) apply(opts *broker.Options, explicit map[string]
 		return err
 	}
 	if err := millis("brokerHeartbeatInterval", c.heartbeatPeriodMillis, &opts.HeartbeatInterval, "heartbeat-interval"); err != nil {
+		return err
+	}
+	if err := millis("transactionCheckInterval", c.txCheckIntervalMillis, &opts.TransactionCheckInterval, "transaction-check-interval"); err != nil {
+		return err
+	}
+	if err := millis("transactionTimeOut", c.txTimeoutMillis, &opts.TransactionTimeout, "transaction-timeout"); err != nil {
 		return err
 	}
 	switch strings.ToUpper(c.brokerRole) {

@@ -59,10 +59,13 @@ func TestBrokerCmdHelp(t *testing.T) {
 	help := stderr.String()
 	for _, f := range []string{"listen", "idc", "name", "id", "cluster", "data", "addrsrv", "namesrv", "flush",
 		"heartbeat-interval", "register-interval", "auto-create-topic", "max-message-size", "file-reserved-time",
-		"disk-max-used-ratio", "segment-size", "log-level", "config"} {
+		"disk-max-used-ratio", "segment-size", "log-level", "config", "message-delay-level", "lock-lease",
+		"transaction-check-interval", "transaction-timeout", "transaction-check-max"} {
 		testutil.True(t, regexp.MustCompile(`(?m)^  -`+f+`( |$)`).MatchString(help), "help explains --"+f, help)
 	}
-	testutil.True(t, !strings.Contains(help, "-listenPort"), "RocketMQ keys stay out of the help")
+	for _, k := range []string{"-listenPort", "-transactionTimeOut", "-transactionCheckInterval"} {
+		testutil.True(t, !strings.Contains(help, k), "RocketMQ keys stay out of the help", k)
+	}
 }
 
 func TestBrokerCmdUsageErrors(t *testing.T) {
@@ -97,6 +100,13 @@ func TestBrokerCmdUsageErrors(t *testing.T) {
 	err := runBroker(context.Background(), append(base, "--name", "bad name!"), &brokerSafeBuffer{}, &stderr)
 	var ue *usageError
 	testutil.True(t, errors.As(err, &ue) && strings.Contains(err.Error(), "--name"), "bad --name is a usage error", err)
+	for _, tc := range [][2]string{
+		{"--message-delay-level", "1s 5x"},
+		{"--transaction-check-max", "-1"},
+	} {
+		err := runBroker(context.Background(), append(base, tc[0], tc[1]), &brokerSafeBuffer{}, &brokerSafeBuffer{})
+		testutil.True(t, errors.As(err, &ue) && strings.Contains(err.Error(), tc[0]), "bad "+tc[0]+" is a usage error naming it", err)
+	}
 }
 
 func TestBrokerCmdConfigExample(t *testing.T) {
@@ -117,6 +127,11 @@ func TestBrokerCmdConfigExample(t *testing.T) {
 	testutil.Equal(t, o.SegmentSize, int64(1<<30), "segment-size")
 	testutil.Equal(t, o.MaxMessageSize, 4<<20, "max-message-size")
 	testutil.Equal(t, o.ChannelExpiry, 120*time.Second, "channel-expiry")
+	testutil.Equal(t, o.MessageDelayLevel, broker.DefaultMessageDelayLevel, "message-delay-level")
+	testutil.Equal(t, o.LockLease, 60*time.Second, "lock-lease")
+	testutil.Equal(t, o.TransactionCheckInterval, 30*time.Second, "transaction-check-interval")
+	testutil.Equal(t, o.TransactionTimeout, 6*time.Second, "transaction-timeout")
+	testutil.Equal(t, o.TransactionCheckMax, 15, "transaction-check-max")
 	testutil.Equal(t, ba.logLevel, "info", "log-level")
 	flush, _ := broker.ParseFlushMode("async")
 	testutil.Equal(t, o.Flush, flush, "flush")
@@ -148,6 +163,10 @@ registerNameServerPeriod = 10000
 mappedFileSizeCommitLog = 104857600
 deleteWhen = 04
 brokerRole = ASYNC_MASTER
+messageDelayLevel = 1s 2s 3s
+transactionCheckInterval = 5000
+transactionTimeOut = 3000
+transactionCheckMax = 5
 idc = idc1
 `), 0o644)
 	ba, err := parseBrokerArgs([]string{"--config", conf}, &brokerSafeBuffer{})
@@ -166,13 +185,25 @@ idc = idc1
 	testutil.Equal(t, o.DiskMaxUsedRatio, 0.75, "diskMaxUsedSpaceRatio in percent")
 	testutil.Equal(t, o.RegisterInterval, 10*time.Second, "registerNameServerPeriod in ms")
 	testutil.Equal(t, o.SegmentSize, int64(104857600), "mappedFileSizeCommitLog")
+	testutil.Equal(t, o.MessageDelayLevel, "1s 2s 3s", "messageDelayLevel")
+	testutil.Equal(t, o.TransactionCheckInterval, 5*time.Second, "transactionCheckInterval in ms")
+	testutil.Equal(t, o.TransactionTimeout, 3*time.Second, "transactionTimeOut in ms")
+	testutil.Equal(t, o.TransactionCheckMax, 5, "transactionCheckMax")
 	testutil.Equal(t, len(ba.warnings), 2, fmt.Sprintf("warnings %v", ba.warnings))
 
 	// A flag on the command line beats the converted key.
-	ba, err = parseBrokerArgs([]string{"--config", conf, "--listen", "127.0.1.1:0", "--file-reserved-time", "1h"}, &brokerSafeBuffer{})
+	ba, err = parseBrokerArgs([]string{"--config", conf, "--listen", "127.0.1.1:0", "--file-reserved-time", "1h",
+		"--transaction-timeout", "1s", "--message-delay-level", "9s"}, &brokerSafeBuffer{})
 	testutil.NoError(t, err, "parsing with overrides")
 	testutil.Equal(t, ba.opts.Listen, "127.0.1.1:0", "--listen over listenPort")
 	testutil.Equal(t, ba.opts.FileReservedTime, time.Hour, "--file-reserved-time over fileReservedTime")
+	testutil.Equal(t, ba.opts.TransactionTimeout, time.Second, "--transaction-timeout over transactionTimeOut")
+	testutil.Equal(t, ba.opts.MessageDelayLevel, "9s", "--message-delay-level over messageDelayLevel")
+
+	os.WriteFile(conf, []byte("transactionTimeOut=6s\nidc=idc1\nbrokerName=b\nstorePathRootDir=/tmp/x\nnamesrvAddr=127.0.1.1:9876\n"), 0o644)
+	_, err = parseBrokerArgs([]string{"--config", conf}, &brokerSafeBuffer{})
+	testutil.True(t, err != nil && strings.Contains(err.Error(), "transactionTimeOut") && strings.Contains(err.Error(), "milliseconds"),
+		"transactionTimeOut is in ms", err)
 
 	os.WriteFile(conf, []byte("brokerRole=SLAVE\nidc=idc1\nbrokerName=b\nstorePathRootDir=/tmp/x\nnamesrvAddr=127.0.1.1:9876\n"), 0o644)
 	_, err = parseBrokerArgs([]string{"--config", conf}, &brokerSafeBuffer{})

@@ -19,18 +19,21 @@
 // engineer. They plug in without editing the core files:
 //
 //   - s.registerExtraHandlers() (extra_handlers.go) runs at the end of New,
-//     after the core handlers, the topic table and the store are ready. It
-//     registers CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ,
+//     after the core handlers, the topic table and the store are ready; New
+//     fails if it does. It keeps its services in s.extra, registers
+//     CONSUMER_SEND_MSG_BACK, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ,
 //     END_TRANSACTION… with s.handle, sets the hook fields below, and
-//     starts background work with s.addLoop / s.addCloser.
+//     starts background work with s.addLoop / s.addCloser. Its settings
+//     are Options fields (MessageDelayLevel, LockLease, Transaction…).
 //   - s.putMessage(ctx, m) stores one fully routed message (the real topic,
 //     SCHEDULE_TOPIC_XXXX, a %RETRY% or %DLQ% topic): the send path's last
 //     step, with the store error already mapped for logging and counters.
 //   - s.schedule is called by the send path for a message whose DELAY
 //     property is ≥ 1. While it is nil such messages are stored at once.
 //   - s.prepareTransaction is called for a transaction half message
-//     (sysFlag PREPARED). While it is nil those are refused with
-//     NO_PERMISSION, as a Java broker with rejectTransactionMessage does.
+//     (sysFlag PREPARED) with the connection it came on. While it is nil
+//     those are refused with NO_PERMISSION, as a Java broker with
+//     rejectTransactionMessage does.
 //   - s.beforeRetryStore may rewrite a message sent straight to a %RETRY%
 //     topic (the client's fallback when CONSUMER_SEND_MSG_BACK fails), e.g.
 //     to its %DLQ% topic once reconsumeTimes passes the maximum.
@@ -95,8 +98,9 @@ type Server struct {
 	pullCount atomic.Int64
 
 	// Seams filled by registerExtraHandlers (see the package comment).
+	extra              extraServices
 	schedule           func(ctx context.Context, m *protocol.MessageExt, delayLevel int) (store.PutResult, error)
-	prepareTransaction func(ctx context.Context, m *protocol.MessageExt) (store.PutResult, error)
+	prepareTransaction func(ctx context.Context, c *remoting.Conn, m *protocol.MessageExt) (store.PutResult, error)
 	beforeRetryStore   func(ctx context.Context, h *protocol.SendMessageRequestHeader, m *protocol.MessageExt) error
 	loops              []func(ctx context.Context)
 	closers            []func()
@@ -175,9 +179,13 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("broker: opening the store in %s: %w", opts.DataDir, err)
 	}
 	s.store = st
+	// fail closes what New opened so far; nothing runs before Run.
 	fail := func(err error) (*Server, error) {
 		cancel()
 		rs.Close()
+		if s.namesrvs != nil {
+			s.namesrvs.close()
+		}
 		st.Close()
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -192,7 +200,9 @@ func New(opts Options) (*Server, error) {
 
 	rs.OnConnect(func(c *remoting.Conn) { c.OnClose(s.connClosed) })
 	s.registerHandlers()
-	s.registerExtraHandlers()
+	if err := s.registerExtraHandlers(); err != nil {
+		return fail(err)
+	}
 	return s, nil
 }
 

@@ -18,6 +18,10 @@ type clientChannel struct {
 	language   string
 	version    int32
 	lastUpdate time.Time
+	// expiry is how long the registration lives without a heartbeat: 0
+	// for the channel expiry, shorter for a client that announced a short
+	// heartbeat period (heartbeatExpiry).
+	expiry time.Duration
 }
 
 // consumerGroupInfo is one consumer group's members on this broker and the
@@ -135,16 +139,21 @@ func (r *clientRegistry) dropConsumerLocked(name string, g *consumerGroupInfo, c
 	}
 }
 
-// expired returns the connections whose last heartbeat is older than
-// maxIdle. The caller closes them; the close hook then unregisters them.
-func (r *clientRegistry) expired(now time.Time, maxIdle time.Duration) []*remoting.Conn {
+// expired returns the connections with a registration older than its
+// expiry (defaultExpiry when it has none of its own). The caller closes
+// them; the close hook then unregisters them.
+func (r *clientRegistry) expired(now time.Time, defaultExpiry time.Duration) []*remoting.Conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := map[*remoting.Conn]bool{}
 	var out []*remoting.Conn
 	check := func(chs map[*remoting.Conn]*clientChannel) {
 		for conn, ch := range chs {
-			if now.Sub(ch.lastUpdate) > maxIdle && !seen[conn] {
+			limit := ch.expiry
+			if limit <= 0 {
+				limit = defaultExpiry
+			}
+			if now.Sub(ch.lastUpdate) > limit && !seen[conn] {
 				seen[conn] = true
 				out = append(out, conn)
 			}

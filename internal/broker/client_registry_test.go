@@ -176,3 +176,90 @@ func TestBrokerDelayedMessagesGoToTheScheduleSeam(t *testing.T) {
 	defer mu.Unlock()
 	testutil.Equal(t, fmt.Sprint(levels), "[3 18]", "levels handed to the schedule seam")
 }
+
+func TestBrokerHeartbeatExpiry(t *testing.T) {
+	s := &Server{opts: Options{ChannelExpiry: 120 * time.Second}}
+	for _, tc := range []struct {
+		millis int64
+		want   time.Duration
+	}{
+		{0, 0}, {-5, 0}, // stock clients: the channel expiry
+		{100, 3 * time.Second}, {1000, 3 * time.Second}, {2000, 6 * time.Second},
+		{39_999, 119_997 * time.Millisecond}, {40_000, 120 * time.Second}, {1 << 62, 120 * time.Second},
+	} {
+		testutil.Equal(t, s.heartbeatExpiry(tc.millis), tc.want, fmt.Sprintf("expiry for %d ms", tc.millis))
+	}
+	s.opts.ChannelExpiry = time.Second // never later than the channel expiry
+	testutil.Equal(t, s.heartbeatExpiry(100), time.Second, "capped by a short channel expiry")
+}
+
+// TestBrokerAnnouncedHeartbeatExpiresFast: a client announcing its
+// heartbeat period (heartbeatIntervalMillis, the zonemq SDK) that goes
+// silent is dropped after 3 s, not the 120 s channel expiry, and the other
+// members are notified; a stock-style client, as silent, stays.
+func TestBrokerAnnouncedHeartbeatExpiresFast(t *testing.T) {
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-fast-expiry"))
+	testutil.Equal(t, s.opts.ChannelExpiry, 120*time.Second, "default channel expiry")
+	admin := newRawClient(t)
+	createTopic(t, admin, s.Addr(), "FastTopic", 2)
+	const group = "fast_cg"
+	heartbeat := func(c *remoting.Client, id string, top, perGroup int64) {
+		t.Helper()
+		var hb protocol.HeartbeatData
+		testutil.NoError(t, json.Unmarshal(heartbeatBody(id, group, protocol.MessageModelCluster, map[string]string{"FastTopic": "*"}), &hb), "heartbeat body")
+		hb.HeartbeatIntervalMillis = top
+		hb.ConsumerDataSet[0].HeartbeatIntervalMillis = perGroup
+		body, err := json.Marshal(hb)
+		testutil.NoError(t, err, "encoding a heartbeat")
+		expectCode(t, invoke(t, c, s.Addr(), protocol.HeartBeat, nil, body), protocol.Success, "heartbeat "+id)
+	}
+	stock, top, perGroup := newNotifiedClient(t), newRawClient(t), newRawClient(t)
+	heartbeat(stock.Client, "stock@1", 0, 0)
+	start := time.Now()
+	heartbeat(top, "sdk-top@1", 100, 0)
+	heartbeat(perGroup, "sdk-group@1", 0, 100)
+	testutil.Equal(t, strings.Join(s.ConsumerIDs(group), ","), "sdk-group@1,sdk-top@1,stock@1", "three members")
+	// Both joins are announced first, so a later notice is about a drop.
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if n := stock.notices.Load(); n < 2 {
+			return fmt.Errorf("%d join notices, want 2", n)
+		}
+		return nil
+	})
+	before := stock.notices.Load()
+
+	conns := map[string]*remoting.Conn{}
+	for name, c := range map[string]*remoting.Client{"top-level": top, "per-group": perGroup} {
+		conn, ok := c.ConnIfOpen(s.Addr())
+		testutil.True(t, ok, name+" connection open")
+		conns[name] = conn
+	}
+	for name, conn := range conns {
+		select {
+		case <-conn.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the %s announcing client was not dropped", name)
+		}
+	}
+	took := time.Since(start)
+	testutil.True(t, took >= minFastExpiry, "dropped no earlier than 3 s", took)
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if ids := s.ConsumerIDs(group); len(ids) != 1 || ids[0] != "stock@1" {
+			return fmt.Errorf("members %v", ids)
+		}
+		if stock.notices.Load() == before {
+			return fmt.Errorf("the remaining member was not notified")
+		}
+		return nil
+	})
+	// The stock-style client has been as silent and is still a member, on
+	// an open connection.
+	conn, ok := stock.ConnIfOpen(s.Addr())
+	testutil.True(t, ok, "stock connection open")
+	select {
+	case <-conn.Done():
+		t.Fatal("the stock-style client was dropped early")
+	default:
+	}
+	testutil.True(t, time.Since(start) >= minFastExpiry, "the stock client was silent as long")
+}

@@ -59,18 +59,24 @@ func (s *Server) toDLQ(group string, m *protocol.MessageExt) error {
 // retryToDLQ is the s.beforeRetryStore hook. A client whose
 // CONSUMER_SEND_MSG_BACK failed sends the message itself to
 // %RETRY%<group> with reconsumeTimes already increased; once that passes
-// the maximum the message goes to %DLQ%<group> instead, as RocketMQ's
-// send path does. The maximum is the header's maxReconsumeTimes when
-// positive, else the group's retryMaxTimes (the header codec cannot tell an
-// absent field from 0).
+// the maximum the message goes to %DLQ%<group> instead, as RocketMQ's send
+// path does.
+//
+// The maximum follows Java 5 (SendMessageProcessor.handleRetryAndDLQ): the
+// header's maxReconsumeTimes when the request carries it — 0 included —
+// else the group's retryMaxTimes. rocketmq-client-go carries the field on
+// every send: its fallback sends the consumer's real maximum, its ordinary
+// producer sends "0" with reconsumeTimes 0, which never passes any maximum,
+// so an ordinary send to a retry topic is never made a dead letter. Java
+// clients leave the field out unless the message has MAX_RECONSUME_TIMES.
 func (s *Server) retryToDLQ(ctx context.Context, h *protocol.SendMessageRequestHeader, m *protocol.MessageExt) error {
 	group, ok := strings.CutPrefix(h.Topic, protocol.RetryGroupPrefix)
 	if !ok || protocol.ValidateGroup(group) != nil {
 		return nil
 	}
-	maxTimes := h.MaxReconsumeTimes
-	if maxTimes <= 0 {
-		maxTimes = int32(s.groups.getOrCreate(group).RetryMaxTimes)
+	maxTimes := int32(s.groups.getOrCreate(group).RetryMaxTimes)
+	if h.HasMaxReconsumeTimes() {
+		maxTimes = h.MaxReconsumeTimes
 	}
 	if h.ReconsumeTimes <= maxTimes {
 		return nil

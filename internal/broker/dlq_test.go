@@ -13,11 +13,13 @@ import (
 // %RETRY%<group> with reconsumeTimes already increased and a DELAY.
 func TestBrokerDLQClientFallback(t *testing.T) {
 	levels := testDelayLevels()
-	withExtraOptions(t, func(o *extraOptions) { o.delayLevels = levels })
-	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-fallback"))
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-fallback")
+	opts.MessageDelayLevel = delayLevelString(levels)
+	s := startBroker(t, opts)
 	c := newRawClient(t)
 	const group = "fb_cg"
 	retryTopic, dlqTopic := protocol.RetryTopic(group), protocol.DLQTopic(group)
+	// maxTimes < 0 leaves maxReconsumeTimes out, as Java clients do.
 	sendRetry := func(key string, reconsume, maxTimes int32, delay string) {
 		t.Helper()
 		props := map[string]string{protocol.PropertyKeys: key, protocol.PropertyRetryTopic: "FBTopic",
@@ -29,7 +31,11 @@ func TestBrokerDLQClientFallback(t *testing.T) {
 			ProducerGroup: "CLIENT_INNER_PRODUCER", Topic: retryTopic, QueueID: 0, BornTimestamp: time.Now().UnixMilli(),
 			Properties: protocol.EncodeProperties(props), ReconsumeTimes: reconsume, MaxReconsumeTimes: maxTimes,
 		}
-		expectCode(t, invoke(t, c, s.Addr(), protocol.SendMessage, h.Ext(), []byte(key)), protocol.Success, "retry send "+key)
+		ext := h.Ext()
+		if maxTimes < 0 {
+			delete(ext, "maxReconsumeTimes")
+		}
+		expectCode(t, invoke(t, c, s.Addr(), protocol.SendMessage, ext, []byte(key)), protocol.Success, "retry send "+key)
 	}
 
 	// Past the maximum: a dead letter at once, its DELAY dropped.
@@ -49,11 +55,22 @@ func TestBrokerDLQClientFallback(t *testing.T) {
 	testutil.Equal(t, prop(again, protocol.PropertyKeys), "again", "retried")
 	testutil.Equal(t, again.ReconsumeTimes, int32(1), "retried reconsumeTimes")
 
-	// maxReconsumeTimes 0 (or absent): the group's retryMaxTimes, 16.
-	sendRetry("sixteen", 16, 0, "")
-	sendRetry("seventeen", 17, 0, "")
+	// maxReconsumeTimes absent: the group's retryMaxTimes, 16.
+	sendRetry("sixteen", 16, -1, "")
+	sendRetry("seventeen", 17, -1, "")
 	ms := waitQueueLen(t, c, s.Addr(), dlqTopic, 0, 2)
 	testutil.Equal(t, prop(ms[1], protocol.PropertyKeys), "seventeen", "17 > 16 is a dead letter")
 	ms = waitQueueLen(t, c, s.Addr(), retryTopic, 0, 2)
 	testutil.Equal(t, prop(ms[1], protocol.PropertyKeys), "sixteen", "16 is retried")
+
+	// An explicit 0 is 0 (the fallback of a consumer with
+	// WithMaxReconsumeTimes(0)), as in Java; rocketmq-client-go's ordinary
+	// send (maxReconsumeTimes "0", reconsumeTimes 0) still goes to the
+	// retry topic.
+	sendRetry("zero-max", 1, 0, "")
+	ms = waitQueueLen(t, c, s.Addr(), dlqTopic, 0, 3)
+	testutil.Equal(t, prop(ms[2], protocol.PropertyKeys), "zero-max", "1 > 0 is a dead letter")
+	sendRetry("ordinary", 0, 0, "")
+	ms = waitQueueLen(t, c, s.Addr(), retryTopic, 0, 3)
+	testutil.Equal(t, prop(ms[2], protocol.PropertyKeys), "ordinary", "an ordinary send is stored in the retry topic")
 }

@@ -2,73 +2,27 @@ package broker
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
-// extraOptions are the settings of the retry, delay, queue-lock and
-// transaction features. Options has no fields for them yet, so New copies
-// extraDefaults (tests override it before New and restore it afterwards).
-type extraOptions struct {
-	// delayLevels is the delay of each level, level 1 first: RocketMQ's
-	// messageDelayLevel.
-	delayLevels []time.Duration
-	// scheduleFlushInterval bounds how stale the persisted delivery offsets
-	// of the schedule service may be, and so how many deliveries a crash
-	// can repeat.
-	scheduleFlushInterval time.Duration
-	// lockLease is how long a LOCK_BATCH_MQ lock lasts without renewal
-	// (RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime).
-	lockLease time.Duration
-	// transactionCheckInterval is the period of the half-message check
-	// (transactionCheckInterval).
-	transactionCheckInterval time.Duration
-	// transactionTimeout is the age at which an unresolved half message is
-	// first checked (transactionTimeOut).
-	transactionTimeout time.Duration
-	// transactionCheckMax is how many checks a half message gets before it
-	// is discarded (transactionCheckMax).
-	transactionCheckMax int
-}
-
-// extraDefaults holds RocketMQ's defaults.
-var extraDefaults = extraOptions{
-	delayLevels:              mustParseDelayLevels(DefaultMessageDelayLevel),
-	scheduleFlushInterval:    time.Second,
-	lockLease:                60 * time.Second,
-	transactionCheckInterval: 30 * time.Second,
-	transactionTimeout:       6 * time.Second,
-	transactionCheckMax:      15,
-}
-
 // extraServices is the state of the features registered by
-// registerExtraHandlers. The Server has no field for it, so it is found
-// through extrasByServer (see Server.extras).
+// registerExtraHandlers (Server.extra). Their settings are Options fields:
+// MessageDelayLevel, LockLease, TransactionCheckInterval,
+// TransactionTimeout and TransactionCheckMax.
 type extraServices struct {
-	opts         extraOptions
 	schedule     *scheduleService
 	locks        *lockTable
 	transactions *transactionService
 }
 
-// extrasByServer maps a *Server to its *extraServices.
-var extrasByServer sync.Map
-
-// extras returns the extra services of s (nil before registerExtraHandlers
-// and after Shutdown).
-func (s *Server) extras() *extraServices {
-	v, _ := extrasByServer.Load(s)
-	x, _ := v.(*extraServices)
-	return x
-}
-
 // registerExtraHandlers is the seam for retry, dead-letter, delay,
 // transaction and queue-lock support. New calls it last, when the store,
 // the topic and group tables, the client registry and the core handlers are
-// ready. It installs:
+// ready, and fails if it does (New then closes what it opened). It
+// installs:
 //
 //   - the schedule service (schedule.go): s.schedule, its delivery loop and
 //     the closer that persists its offsets; GET_ALL_DELAY_OFFSET;
@@ -76,33 +30,54 @@ func (s *Server) extras() *extraServices {
 //   - LOCK_BATCH_MQ and UNLOCK_BATCH_MQ (lock.go, lock_table.go);
 //   - transaction half messages: s.prepareTransaction, END_TRANSACTION and
 //     the check loop (transaction.go, transaction_check.go).
-func (s *Server) registerExtraHandlers() {
-	x := &extraServices{opts: extraDefaults}
-	x.opts.delayLevels = append([]time.Duration(nil), extraDefaults.delayLevels...)
-	extrasByServer.Store(s, x)
+//
+// Persisted state that cannot be read (config/delayOffset.json,
+// config/transactionState.json) is an error naming the file: starting
+// anyway would silently deliver delayed messages again or re-check
+// resolved transactions. A missing file is a fresh start.
+func (s *Server) registerExtraHandlers() error {
+	schedule, err := newScheduleService(s)
+	if err != nil {
+		return err
+	}
+	transactions, err := newTransactionService(s)
+	if err != nil {
+		return err
+	}
+	s.extra = extraServices{
+		schedule:     schedule,
+		locks:        newLockTable(s.opts.LockLease),
+		transactions: transactions,
+	}
 
-	x.schedule = newScheduleService(s, x.opts)
-	s.schedule = x.schedule.schedule
-	s.addLoop(x.schedule.deliverLoop)
-	s.addCloser(x.schedule.close)
-	s.handle(protocol.GetAllDelayOffset, x.schedule.handleGetAllDelayOffset)
+	s.schedule = schedule.schedule
+	s.addLoop(schedule.deliverLoop)
+	s.addCloser(schedule.close)
+	s.handle(protocol.GetAllDelayOffset, schedule.handleGetAllDelayOffset)
 
 	s.handle(protocol.ConsumerSendMsgBack, s.handleConsumerSendMsgBack)
 	s.beforeRetryStore = s.retryToDLQ
 
-	x.locks = newLockTable(x.opts.lockLease)
 	s.handle(protocol.LockBatchMQ, s.handleLockBatchMQ)
 	s.handle(protocol.UnlockBatchMQ, s.handleUnlockBatchMQ)
 	s.addLoop(s.lockSweepLoop)
 
-	x.transactions = newTransactionService(s, x.opts)
-	s.prepareTransaction = x.transactions.prepare
-	s.handle(protocol.EndTransaction, x.transactions.handleEndTransaction)
-	s.addLoop(x.transactions.checkLoop)
-	s.addCloser(x.transactions.close)
+	s.prepareTransaction = transactions.prepare
+	s.handle(protocol.EndTransaction, transactions.handleEndTransaction)
+	s.addLoop(transactions.checkLoop)
+	s.addCloser(transactions.close)
+	return nil
+}
 
-	// Forget s once it has stopped, so stopped brokers can be collected.
-	s.addCloser(func() { extrasByServer.Delete(s) })
+// loadExtraMetadata reads the store metadata `name` into v, naming the file
+// and what removing it would mean (consequence) when it cannot be read.
+func (s *Server) loadExtraMetadata(name, consequence string, v any) (found bool, err error) {
+	found, err = s.store.LoadMetadata(name, v)
+	if err != nil {
+		path := filepath.Join(s.opts.DataDir, "config", name+".json")
+		return false, fmt.Errorf("%s cannot be read (repair it, or remove it to %s): %w", path, consequence, err)
+	}
+	return found, nil
 }
 
 // ensureTopic creates cfg's topic unless it exists (registering the new

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,16 +24,14 @@ func testDelayLevels() []time.Duration {
 	return out
 }
 
-// withExtraOptions changes extraDefaults for the brokers the test starts
-// afterwards and restores them when the test ends. Register it before
-// starting brokers: cleanups run last-in first-out, so the brokers stop
-// before the defaults come back.
-func withExtraOptions(t *testing.T, mutate func(*extraOptions)) {
-	t.Helper()
-	saved := extraDefaults
-	saved.delayLevels = append([]time.Duration(nil), extraDefaults.delayLevels...)
-	mutate(&extraDefaults)
-	t.Cleanup(func() { extraDefaults = saved })
+// delayLevelString renders delays as a MessageDelayLevel string
+// (milliseconds), for Options.MessageDelayLevel.
+func delayLevelString(levels []time.Duration) string {
+	parts := make([]string, len(levels))
+	for i, d := range levels {
+		parts[i] = strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	}
+	return strings.Join(parts, " ")
 }
 
 // queueMessages pulls every message of a queue from offset 0.

@@ -10,9 +10,37 @@ import (
 	"github.com/zonemq/zonemq/internal/remoting"
 )
 
+// Fast expiry of clients that announce their heartbeat period (the zonemq
+// SDK heartbeats every second; stock clients every 30 s and say nothing, so
+// they keep the 120 s channel expiry).
+const (
+	// fastExpiryBeats is how many announced periods of silence expire a
+	// registration: one lost or late heartbeat is not enough.
+	fastExpiryBeats = 3
+	// minFastExpiry is the shortest expiry, whatever period is announced,
+	// so a stall (GC pause, scheduling on a loaded host) is not an exit.
+	minFastExpiry = 3 * time.Second
+)
+
+// heartbeatExpiry is the expiry of a registration whose heartbeat announced
+// a period of millis ms: max(3 periods, 3 s), never beyond the channel
+// expiry. 0 (no announcement) means the channel expiry.
+func (s *Server) heartbeatExpiry(millis int64) time.Duration {
+	if millis <= 0 {
+		return 0
+	}
+	limit := s.opts.ChannelExpiry
+	if millis >= int64(limit/time.Millisecond)/fastExpiryBeats {
+		return limit // also keeps the multiplication below from overflowing
+	}
+	return min(max(fastExpiryBeats*time.Duration(millis)*time.Millisecond, minFastExpiry), limit)
+}
+
 // handleHeartBeat serves HEART_BEAT: it is the only source of a client's
 // groups, id and subscriptions. Clustering consumer groups get their
-// %RETRY% topic here, as in RocketMQ.
+// %RETRY% topic here, as in RocketMQ. A heartbeat announcing its period
+// (heartbeatIntervalMillis, at the top level or per consumer group) makes
+// those registrations expire after heartbeatExpiry instead.
 func (s *Server) handleHeartBeat(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var hb protocol.HeartbeatData
 	if err := json.Unmarshal(req.Body, &hb); err != nil {
@@ -31,9 +59,14 @@ func (s *Server) handleHeartBeat(ctx context.Context, c *remoting.Conn, req *rem
 			return errorf(req, protocol.InvalidParameter, "HEART_BEAT: producer group: %v", err)
 		}
 	}
-	ch := clientChannel{conn: c, clientID: hb.ClientID, language: req.Language, version: req.Version, lastUpdate: time.Now()}
+	ch := clientChannel{conn: c, clientID: hb.ClientID, language: req.Language, version: req.Version, lastUpdate: time.Now(),
+		expiry: s.heartbeatExpiry(hb.HeartbeatIntervalMillis)}
 	for i := range hb.ConsumerDataSet {
 		cd := &hb.ConsumerDataSet[i]
+		cch := ch
+		if cd.HeartbeatIntervalMillis > 0 {
+			cch.expiry = s.heartbeatExpiry(cd.HeartbeatIntervalMillis)
+		}
 		group := s.groups.getOrCreate(cd.GroupName)
 		if cd.MessageModel != protocol.MessageModelBroadcast {
 			retry := newTopicConfig(protocol.RetryTopic(cd.GroupName), max(group.RetryQueueNums, 1), retryTopicPerm)
@@ -45,7 +78,7 @@ func (s *Server) handleHeartBeat(ctx context.Context, c *remoting.Conn, req *rem
 				s.topicsChanged()
 			}
 		}
-		if s.registry.registerConsumer(ch, cd) {
+		if s.registry.registerConsumer(cch, cd) {
 			s.logger.Info("consumer joined", "group", cd.GroupName, "client", hb.ClientID, "peer", c.RemoteAddr())
 			s.consumerGroupChanged(cd.GroupName)
 		}
@@ -148,10 +181,14 @@ func (s *Server) notifyLoop(ctx context.Context) {
 	}
 }
 
-// expiryLoop closes the connections of clients silent for longer than the
-// channel expiry; the close hook unregisters them and notifies their groups.
+// expiryLoop closes the connections of clients silent for longer than
+// their expiry; the close hook unregisters them and notifies their groups
+// at once. It looks four times per shortest possible expiry (the channel
+// expiry, or minFastExpiry for clients announcing a short heartbeat), so a
+// silent client is dropped at most a quarter of that late; a look is one
+// pass over the registry.
 func (s *Server) expiryLoop(ctx context.Context) {
-	every := min(10*time.Second, max(s.opts.ChannelExpiry/4, 10*time.Millisecond))
+	every := max(min(10*time.Second, s.opts.ChannelExpiry/4, minFastExpiry/4), 10*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -160,8 +197,8 @@ func (s *Server) expiryLoop(ctx context.Context) {
 			return
 		case now := <-t.C:
 			for _, conn := range s.registry.expired(now, s.opts.ChannelExpiry) {
-				s.logger.Info("client silent past the channel expiry; closing its connection",
-					"peer", conn.RemoteAddr(), "expiry", s.opts.ChannelExpiry)
+				s.logger.Info("client silent past its heartbeat expiry; closing its connection",
+					"peer", conn.RemoteAddr(), "channelExpiry", s.opts.ChannelExpiry)
 				conn.Close()
 			}
 		}

@@ -48,7 +48,7 @@ func (s *Server) handleLockBatchMQ(ctx context.Context, c *remoting.Conn, req *r
 	if resp != nil {
 		return resp
 	}
-	locks := s.extras().locks
+	locks := s.extra.locks
 	locked := locks.tryLock(b.ConsumerGroup, b.ClientID, b.MQSet, s.groupMembers(b.ConsumerGroup))
 	if len(locked) < len(b.MQSet) {
 		s.logger.Debug("some queues are locked by another client", "group", b.ConsumerGroup, "client", b.ClientID,
@@ -64,7 +64,7 @@ func (s *Server) handleUnlockBatchMQ(ctx context.Context, c *remoting.Conn, req 
 	if resp != nil {
 		return resp
 	}
-	released := s.extras().locks.unlock(b.ConsumerGroup, b.ClientID, b.MQSet)
+	released := s.extra.locks.unlock(b.ConsumerGroup, b.ClientID, b.MQSet)
 	if len(released) < len(b.MQSet) {
 		s.logger.Debug("unlock of queues the client does not own ignored", "group", b.ConsumerGroup, "client", b.ClientID,
 			"asked", len(b.MQSet), "released", len(released))
@@ -74,7 +74,7 @@ func (s *Server) handleUnlockBatchMQ(ctx context.Context, c *remoting.Conn, req 
 
 // groupMembers reads the membership of a consumer group for lock checks.
 func (s *Server) groupMembers(group string) members {
-	at := s.extras().locks.now()
+	at := s.extra.locks.now()
 	ids := s.registry.consumerIDs(group)
 	ms := members{ids: make(map[string]bool, len(ids)), at: at}
 	for _, id := range ids {
@@ -85,7 +85,7 @@ func (s *Server) groupMembers(group string) members {
 
 // lockSweepLoop drops lapsed locks every half lease (at most every minute).
 func (s *Server) lockSweepLoop(ctx context.Context) {
-	locks := s.extras().locks
+	locks := s.extra.locks
 	t := time.NewTicker(min(max(locks.lease/2, 10*time.Millisecond), time.Minute))
 	defer t.Stop()
 	for {
@@ -101,9 +101,5 @@ func (s *Server) lockSweepLoop(ctx context.Context) {
 // QueueLockOwners returns the queues of a consumer group that are locked
 // for orderly consumption on this broker, with the client id of each owner.
 func (s *Server) QueueLockOwners(group string) map[protocol.MessageQueue]string {
-	x := s.extras()
-	if x == nil {
-		return map[protocol.MessageQueue]string{}
-	}
-	return x.locks.owners(group, s.groupMembers(group))
+	return s.extra.locks.owners(group, s.groupMembers(group))
 }

@@ -43,8 +43,9 @@ func unlockRaw(t *testing.T, c *remoting.Client, addr, group, clientID string, m
 }
 
 func TestBrokerLockBatchRaw(t *testing.T) {
-	withExtraOptions(t, func(o *extraOptions) { o.lockLease = 2 * time.Second })
-	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-lock"))
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-lock")
+	opts.LockLease = 2 * time.Second
+	s := startBroker(t, opts)
 	const topic, group = "LockTopic", "lock_cg"
 	qs := testQueues(topic, 4)
 	for i := range qs {
@@ -144,10 +145,11 @@ func TestBrokerLockOrderlyRocketMQClient(t *testing.T) {
 	// rocketmq-client-go does not unlock a queue it loses in a rebalance, so
 	// the new owner gets it when the lease runs out (and the new owner's
 	// next 20 s rebalance asks again): keep the lease short.
-	withExtraOptions(t, func(o *extraOptions) { o.lockLease = 4 * time.Second })
 	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
 	const brokerName = "broker-orderly"
-	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", brokerName, ns.Addr()))
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", brokerName, ns.Addr())
+	opts.LockLease = 4 * time.Second
+	s := startBroker(t, opts)
 	raw := newRawClient(t)
 	const topic, queues = "OrderTopic", 4
 	group := "order_cg_" + runToken

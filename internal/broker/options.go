@@ -74,8 +74,28 @@ type Options struct {
 	// below the 30 s RPC timeout of the RocketMQ clients.
 	LongPollingMax time.Duration
 	// ChannelExpiry drops a client that sent no heartbeat for this long and
-	// closes its connection (120 s, RocketMQ's channelExpiredTimeout).
+	// closes its connection (120 s, RocketMQ's channelExpiredTimeout). A
+	// client that announces its heartbeat period (heartbeatIntervalMillis,
+	// the zonemq SDK) is dropped sooner: see heartbeatExpiry.
 	ChannelExpiry time.Duration
+
+	// MessageDelayLevel is the delay of each DELAY level, level 1 first:
+	// RocketMQ's messageDelayLevel (DefaultMessageDelayLevel, "1s 5s 10s
+	// 30s 1m … 2h"). ParseMessageDelayLevel describes the syntax. It also
+	// paces the retries of CONSUMER_SEND_MSG_BACK (level 3 + reconsumeTimes).
+	MessageDelayLevel string
+	// LockLease is how long a LOCK_BATCH_MQ queue lock lasts without
+	// renewal (60 s, RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime).
+	LockLease time.Duration
+	// TransactionCheckInterval is the period of the check of unresolved
+	// transaction half messages (30 s, transactionCheckInterval).
+	TransactionCheckInterval time.Duration
+	// TransactionTimeout is the age at which an unresolved half message is
+	// first checked (6 s, transactionTimeOut).
+	TransactionTimeout time.Duration
+	// TransactionCheckMax is how many checks a half message gets before it
+	// is discarded (15, transactionCheckMax).
+	TransactionCheckMax int
 
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
@@ -99,10 +119,17 @@ func NewOptions() Options {
 		SegmentSize:           1 << 30,
 		LongPollingMax:        15 * time.Second,
 		ChannelExpiry:         120 * time.Second,
+
+		MessageDelayLevel:        DefaultMessageDelayLevel,
+		LockLease:                60 * time.Second,
+		TransactionCheckInterval: 30 * time.Second,
+		TransactionTimeout:       6 * time.Second,
+		TransactionCheckMax:      15,
 	}
 }
 
-// validate checks o and fills zero durations with defaults.
+// validate checks o and replaces zero values (durations, MessageDelayLevel,
+// TransactionCheckMax…) with the defaults.
 func (o *Options) validate() error {
 	def := NewOptions()
 	var errs []error
@@ -146,6 +173,16 @@ func (o *Options) validate() error {
 	if o.SegmentSize < 0 {
 		bad("SegmentSize (--segment-size) is %d; it must be > 0", o.SegmentSize)
 	}
+	if o.MessageDelayLevel == "" {
+		o.MessageDelayLevel = def.MessageDelayLevel
+	} else if _, err := ParseMessageDelayLevel(o.MessageDelayLevel); err != nil {
+		bad("MessageDelayLevel (--message-delay-level): %v", err)
+	}
+	if o.TransactionCheckMax < 0 {
+		bad("TransactionCheckMax (--transaction-check-max) is %d; it must be ≥ 1", o.TransactionCheckMax)
+	} else if o.TransactionCheckMax == 0 {
+		o.TransactionCheckMax = def.TransactionCheckMax
+	}
 	fill := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -157,6 +194,9 @@ func (o *Options) validate() error {
 	fill(&o.NamesrvTimeout, def.NamesrvTimeout)
 	fill(&o.LongPollingMax, def.LongPollingMax)
 	fill(&o.ChannelExpiry, def.ChannelExpiry)
+	fill(&o.LockLease, def.LockLease)
+	fill(&o.TransactionCheckInterval, def.TransactionCheckInterval)
+	fill(&o.TransactionTimeout, def.TransactionTimeout)
 	if o.SegmentSize == 0 {
 		o.SegmentSize = def.SegmentSize
 	}

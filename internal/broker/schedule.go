@@ -31,36 +31,33 @@ const (
 	// scheduleRetryDelay is how long a level waits after a failed delivery
 	// (a full disk, say) before trying the same message again.
 	scheduleRetryDelay = time.Second
+	// scheduleFlushInterval bounds how stale the persisted delivery offsets
+	// may be, and so how many deliveries a crash can repeat.
+	scheduleFlushInterval = time.Second
 )
 
 // ParseMessageDelayLevel parses a messageDelayLevel string: space-separated
-// delays, each a number with the unit s, m, h or d ("1s 5s 10s 30s 1m …"),
-// level 1 first. Between 1 and 18 levels are accepted (the send path caps a
-// message's DELAY at 18).
+// delays, each a positive whole number with the unit s, m, h or d ("1s 5s
+// 10s 30s 1m …"), level 1 first. zonemq also accepts ms (RocketMQ does not),
+// which tests use for short delays. Between 1 and 18 levels are accepted
+// (the send path caps a message's DELAY at 18).
 func ParseMessageDelayLevel(s string) ([]time.Duration, error) {
-	units := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}
+	units := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}
 	fields := strings.Fields(s)
 	if len(fields) == 0 || len(fields) > maxDelayLevel {
 		return nil, fmt.Errorf("messageDelayLevel %q has %d levels; it needs 1 to %d", s, len(fields), maxDelayLevel)
 	}
 	out := make([]time.Duration, len(fields))
 	for i, f := range fields {
-		unit, ok := units[f[len(f)-1]]
-		n, err := strconv.ParseInt(f[:len(f)-1], 10, 64)
-		if !ok || err != nil || n <= 0 {
-			return nil, fmt.Errorf("messageDelayLevel level %d is %q; want a positive number with unit s, m, h or d", i+1, f)
+		num := strings.TrimRight(f, "smhd")
+		unit, ok := units[f[len(num):]]
+		n, err := strconv.ParseInt(num, 10, 64)
+		if !ok || err != nil || n <= 0 || n > int64(math.MaxInt64/unit) {
+			return nil, fmt.Errorf("messageDelayLevel level %d is %q; want a positive whole number with unit s, m, h or d", i+1, f)
 		}
 		out[i] = time.Duration(n) * unit
 	}
 	return out, nil
-}
-
-func mustParseDelayLevels(s string) []time.Duration {
-	d, err := ParseMessageDelayLevel(s)
-	if err != nil {
-		panic(err)
-	}
-	return d
 }
 
 // delayOffsetTable is the persisted form of the delivery offsets: the next
@@ -93,35 +90,38 @@ type scheduleService struct {
 	lastFlush time.Time
 }
 
-// newScheduleService loads the persisted offsets. An unreadable offsets
-// file is logged and the service restarts every level from its oldest
-// stored message: repeating deliveries is better than losing them.
-func newScheduleService(s *Server, opts extraOptions) *scheduleService {
+// newScheduleService loads the persisted offsets. Without an offsets file
+// every level starts at its oldest stored message; an unreadable one is an
+// error, since guessing would repeat or skip deliveries.
+func newScheduleService(s *Server) (*scheduleService, error) {
+	levels, err := ParseMessageDelayLevel(s.opts.MessageDelayLevel)
+	if err != nil {
+		return nil, fmt.Errorf("MessageDelayLevel (--message-delay-level): %w", err)
+	}
 	d := &scheduleService{
 		s:          s,
-		levels:     opts.delayLevels,
-		flushEvery: opts.scheduleFlushInterval,
+		levels:     levels,
+		flushEvery: scheduleFlushInterval,
 		wake:       make(chan struct{}, 1),
-		offsets:    make([]int64, len(opts.delayLevels)),
+		offsets:    make([]int64, len(levels)),
 		lastFlush:  time.Now(),
 	}
 	var t delayOffsetTable
-	found, err := s.store.LoadMetadata(delayOffsetMetadata, &t)
+	found, err := s.loadExtraMetadata(delayOffsetMetadata, "deliver again every delayed message still stored", &t)
 	if err != nil {
-		s.logger.Error("the delay offsets are unreadable; delayed messages still stored will be delivered again", "err", err)
-		found = false
+		return nil, fmt.Errorf("the delay offsets: %w", err)
 	}
-	for level, off := range t.OffsetTable {
-		if level >= 1 && level <= len(d.offsets) && found {
-			d.offsets[level-1] = off
+	for i := range d.offsets {
+		d.offsets[i] = s.store.MinOffset(protocol.ScheduleTopic, int32(i))
+	}
+	if found {
+		for level, off := range t.OffsetTable {
+			if level >= 1 && level <= len(d.offsets) {
+				d.offsets[level-1] = off
+			}
 		}
 	}
-	if !found {
-		for i := range d.offsets {
-			d.offsets[i] = s.store.MinOffset(protocol.ScheduleTopic, int32(i))
-		}
-	}
-	return d
+	return d, nil
 }
 
 // schedule stores m in the schedule topic for delivery after its level's

@@ -35,8 +35,9 @@ func sendDelayed(t *testing.T, c *remoting.Client, addr, topic string, queueID i
 
 func TestBrokerDelayRawDeliversNotBeforeDue(t *testing.T) {
 	levels := testDelayLevels()
-	withExtraOptions(t, func(o *extraOptions) { o.delayLevels = levels })
-	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-delay"))
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-delay")
+	opts.MessageDelayLevel = delayLevelString(levels)
+	s := startBroker(t, opts)
 	c := newRawClient(t)
 	const topic = "DelayTopic"
 	createTopic(t, c, s.Addr(), topic, 2)
@@ -104,8 +105,8 @@ func TestBrokerDelayRawDeliversNotBeforeDue(t *testing.T) {
 func TestBrokerDelaySurvivesRestart(t *testing.T) {
 	levels := testDelayLevels()
 	levels[17] = 1500 * time.Millisecond
-	withExtraOptions(t, func(o *extraOptions) { o.delayLevels = levels })
 	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-delay-restart")
+	opts.MessageDelayLevel = delayLevelString(levels)
 	s := startBroker(t, opts)
 	c := newRawClient(t)
 	const topic = "DelayRestart"
@@ -131,7 +132,7 @@ func TestBrokerDelaySurvivesRestart(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, func() error {
 		for level := 1; level <= maxDelayLevel; level++ {
 			end := s2.store.MaxOffset(protocol.ScheduleTopic, int32(level-1))
-			if got := s2.extras().schedule.offset(level - 1); got != end {
+			if got := s2.extra.schedule.offset(level - 1); got != end {
 				return fmt.Errorf("level %d delivered up to %d of %d", level, got, end)
 			}
 		}
@@ -142,9 +143,10 @@ func TestBrokerDelaySurvivesRestart(t *testing.T) {
 
 func TestBrokerDelayRocketMQClient(t *testing.T) {
 	levels := testDelayLevels()
-	withExtraOptions(t, func(o *extraOptions) { o.delayLevels = levels })
 	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
-	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-delay-go", ns.Addr()))
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-delay-go", ns.Addr())
+	opts.MessageDelayLevel = delayLevelString(levels)
+	s := startBroker(t, opts)
 	raw := newRawClient(t)
 	const topic = "DelayGoTopic"
 	createTopic(t, raw, s.Addr(), topic, 2)

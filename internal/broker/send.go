@@ -82,7 +82,7 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 		if s.prepareTransaction == nil {
 			return errorf(req, protocol.NoPermission, "broker %s does not take transaction messages yet", s.opts.BrokerName)
 		}
-		res, err = s.prepareTransaction(ctx, m)
+		res, err = s.prepareTransaction(ctx, c, m)
 	case level > 0 && s.schedule != nil:
 		res, err = s.schedule(ctx, m, level)
 	default:

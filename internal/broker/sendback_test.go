@@ -18,8 +18,9 @@ import (
 
 func TestBrokerRetrySendBackRaw(t *testing.T) {
 	levels := testDelayLevels()
-	withExtraOptions(t, func(o *extraOptions) { o.delayLevels = levels })
-	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-sb"))
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-sb")
+	opts.MessageDelayLevel = delayLevelString(levels)
+	s := startBroker(t, opts)
 	c := newRawClient(t)
 	const topic, group = "SBTopic", "sb_cg"
 	createTopic(t, c, s.Addr(), topic, 1)
@@ -100,9 +101,10 @@ func TestBrokerRetrySendBackRaw(t *testing.T) {
 // handler that always fails: the message comes back through the retry topic
 // with a growing ReconsumeTimes and ends in the DLQ after the maximum.
 func TestBrokerRetryRocketMQClientToDLQ(t *testing.T) {
-	withExtraOptions(t, func(o *extraOptions) { o.delayLevels = testDelayLevels() })
 	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
-	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-retry-go", ns.Addr()))
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-retry-go", ns.Addr())
+	opts.MessageDelayLevel = delayLevelString(testDelayLevels())
+	s := startBroker(t, opts)
 	raw := newRawClient(t)
 	const topic = "RetryGoTopic"
 	createTopic(t, raw, s.Addr(), topic, 2)

@@ -50,7 +50,10 @@ type transactionService struct {
 	resolved map[int64]resolution
 	// checks counts the checks sent per pending half message since start.
 	checks map[int64]int
-	dirty  bool
+	// origins holds the connection each pending half message came on
+	// since start, by half-queue offset: its checks go there first.
+	origins map[int64]*remoting.Conn
+	dirty   bool
 
 	sends sync.WaitGroup // check requests being written
 }
@@ -73,18 +76,19 @@ type resolution struct {
 }
 
 // newTransactionService loads the check position and replays the op
-// records written after it.
-func newTransactionService(s *Server, opts extraOptions) *transactionService {
+// records written after it. Without a position file every stored op record
+// is replayed; an unreadable one is an error.
+func newTransactionService(s *Server) (*transactionService, error) {
 	t := &transactionService{
-		s: s, interval: opts.transactionCheckInterval, timeout: opts.transactionTimeout, checkMax: opts.transactionCheckMax,
-		resolved: map[int64]resolution{}, checks: map[int64]int{},
+		s: s, interval: s.opts.TransactionCheckInterval, timeout: s.opts.TransactionTimeout, checkMax: s.opts.TransactionCheckMax,
+		resolved: map[int64]resolution{}, checks: map[int64]int{}, origins: map[int64]*remoting.Conn{},
 	}
 	var st transactionState
-	found, err := s.store.LoadMetadata(transactionStateMetadata, &st)
+	found, err := s.loadExtraMetadata(transactionStateMetadata, "re-read every stored transaction op record", &st)
 	if err != nil {
-		s.logger.Error("the transaction check position is unreadable; re-reading every stored op record", "err", err)
+		return nil, fmt.Errorf("the transaction check position: %w", err)
 	}
-	if !found || err != nil {
+	if !found {
 		st = transactionState{HalfOffset: s.store.MinOffset(transHalfTopic, 0), OpOffset: s.store.MinOffset(transOpHalfTopic, 0)}
 	}
 	t.halfOffset = st.HalfOffset
@@ -101,7 +105,7 @@ func newTransactionService(s *Server, opts extraOptions) *transactionService {
 			delete(t.resolved, half) // an op record of a lost half message
 		}
 	}
-	return t
+	return t, nil
 }
 
 // replayOps reads the op records from opOffset on into resolved.
@@ -129,12 +133,14 @@ func (t *transactionService) replayOps(opOffset int64) {
 	}
 }
 
-// prepare stores a transaction half message (the s.prepareTransaction
-// seam): in the half topic, with its real topic and queue in REAL_TOPIC /
-// REAL_QID and the transaction bits of its sysflag cleared, as RocketMQ
-// does. The send answer carries the half record's offset id and queue
-// offset, which the producer returns in END_TRANSACTION.
-func (t *transactionService) prepare(ctx context.Context, m *protocol.MessageExt) (store.PutResult, error) {
+// prepare stores a transaction half message that arrived on c (the
+// s.prepareTransaction seam): in the half topic, with its real topic and
+// queue in REAL_TOPIC / REAL_QID and the transaction bits of its sysflag
+// cleared, as RocketMQ does. The send answer carries the half record's
+// offset id and queue offset, which the producer returns in
+// END_TRANSACTION. c is remembered so that checks go to that producer
+// first.
+func (t *transactionService) prepare(ctx context.Context, c *remoting.Conn, m *protocol.MessageExt) (store.PutResult, error) {
 	if g, _ := protocol.Property(m.Properties, protocol.PropertyProducerGroup); g == "" {
 		return store.PutResult{}, fmt.Errorf("%w: a transaction half message needs the %s property (its producer group)",
 			store.ErrIllegalMessage, protocol.PropertyProducerGroup)
@@ -148,7 +154,15 @@ func (t *transactionService) prepare(ctx context.Context, m *protocol.MessageExt
 	hm.SysFlag = m.SysFlag &^ protocol.SysFlagTransactionMask
 	props := setProperty(m.Properties, protocol.PropertyRealTopic, m.Topic)
 	hm.Properties = setProperty(props, protocol.PropertyRealQueueID, strconv.Itoa(int(m.QueueID)))
-	return t.s.putMessage(ctx, &hm)
+	res, err := t.s.putMessage(ctx, &hm)
+	if err == nil && c != nil {
+		t.mu.Lock()
+		if res.QueueOffset >= t.halfOffset {
+			t.origins[res.QueueOffset] = c
+		}
+		t.mu.Unlock()
+	}
+	return res, err
 }
 
 // endTransactionHeader is END_TRANSACTION's header.
@@ -321,5 +335,6 @@ func (t *transactionService) resolve(ctx context.Context, halfOffset int64, kind
 		t.resolved[halfOffset] = resolution{op: opOffset}
 	}
 	delete(t.checks, halfOffset)
+	delete(t.origins, halfOffset)
 	t.dirty = true
 }

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"math/rand/v2"
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -126,6 +125,7 @@ func (t *transactionService) advance() {
 		}
 		delete(t.resolved, t.halfOffset)
 		delete(t.checks, t.halfOffset)
+		delete(t.origins, t.halfOffset)
 		t.halfOffset++
 		t.dirty = true
 	}
@@ -145,6 +145,11 @@ func (t *transactionService) skipTo(off int64) {
 			delete(t.checks, h)
 		}
 	}
+	for h := range t.origins {
+		if h < off {
+			delete(t.origins, h)
+		}
+	}
 	if off > t.halfOffset {
 		t.halfOffset = off
 		t.dirty = true
@@ -153,13 +158,13 @@ func (t *transactionService) skipTo(off int64) {
 
 // sendCheck asks the producer group of a half message whether to commit
 // it (CHECK_TRANSACTION_STATE, one way: the producer answers with
-// END_TRANSACTION). It prefers the connection the half message came from —
+// END_TRANSACTION). It prefers the connection the half message came on —
 // rocketmq-client-go heartbeats a producer only every 30 s, so that
 // connection may be the only one known — and falls back to any connection
 // of the group. With none, the check is still counted, as in RocketMQ.
 func (t *transactionService) sendCheck(m *protocol.MessageExt) {
 	group := groupOf(m)
-	conn := t.producerConn(group, m.BornHost)
+	conn := t.producerConn(group, m.QueueOffset)
 	if conn == nil {
 		t.s.logger.Debug("no connection of the producer group to check a half message", "producerGroup", group, "msgId", uniqKeyOf(m))
 		return
@@ -192,12 +197,21 @@ func (t *transactionService) sendCheck(m *protocol.MessageExt) {
 }
 
 // producerConn returns an open connection to a member of the producer
-// group: the one with address born if there is one, else a random member.
-func (t *transactionService) producerConn(group string, born netip.AddrPort) *remoting.Conn {
-	born = netip.AddrPortFrom(born.Addr().Unmap(), born.Port())
-	for _, c := range t.s.remoting.Conns() {
-		if ap, err := netip.ParseAddrPort(c.RemoteAddr()); err == nil && netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) == born {
-			return c
+// group: the one the half message at halfOffset came on while it is open,
+// else a random member. Origins are known only for half messages stored
+// since the broker started.
+func (t *transactionService) producerConn(group string, halfOffset int64) *remoting.Conn {
+	t.mu.Lock()
+	origin := t.origins[halfOffset]
+	t.mu.Unlock()
+	if origin != nil {
+		select {
+		case <-origin.Done():
+			t.mu.Lock()
+			delete(t.origins, halfOffset)
+			t.mu.Unlock()
+		default:
+			return origin
 		}
 	}
 	conns := t.s.registry.producerConns(group)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -53,12 +54,10 @@ func (r *checkRecorder) of(uniq string) []checkRecord {
 }
 
 func TestBrokerTransactionRaw(t *testing.T) {
-	withExtraOptions(t, func(o *extraOptions) {
-		o.transactionCheckInterval = 100 * time.Millisecond
-		o.transactionTimeout = 300 * time.Millisecond
-		o.transactionCheckMax = 3
-	})
 	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-tx")
+	opts.TransactionCheckInterval = 100 * time.Millisecond
+	opts.TransactionTimeout = 300 * time.Millisecond
+	opts.TransactionCheckMax = 3
 	s := startBroker(t, opts)
 	c := newRawClient(t)
 	checks := &checkRecorder{}
@@ -156,7 +155,7 @@ func TestBrokerTransactionRaw(t *testing.T) {
 
 	// forgotten is never answered: checked transactionCheckMax times, then
 	// discarded.
-	tx := s.extras().transactions
+	tx := s.extra.transactions
 	testutil.Eventually(t, 15*time.Second, func() error {
 		if !tx.isResolved(forgotten.queue) {
 			return fmt.Errorf("forgotten not discarded yet (%d checks)", len(checks.of("U-forgotten")))
@@ -174,7 +173,7 @@ func TestBrokerTransactionRaw(t *testing.T) {
 	// The resolutions survive a restart: nothing is pending afterwards.
 	s.Shutdown()
 	s2 := startBroker(t, opts)
-	tx2 := s2.extras().transactions
+	tx2 := s2.extra.transactions
 	for _, h := range []half{commitMe, rollbackMe, askMe, forgotten} {
 		testutil.True(t, tx2.isResolved(h.queue), h.key+" still resolved after the restart")
 	}
@@ -213,12 +212,11 @@ func (l *txListener) CheckLocalTransaction(m *primitive.MessageExt) primitive.Lo
 }
 
 func TestBrokerTransactionRocketMQClient(t *testing.T) {
-	withExtraOptions(t, func(o *extraOptions) {
-		o.transactionCheckInterval = 100 * time.Millisecond
-		o.transactionTimeout = 300 * time.Millisecond
-	})
 	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
-	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-tx-go", ns.Addr()))
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-tx-go", ns.Addr())
+	opts.TransactionCheckInterval = 100 * time.Millisecond
+	opts.TransactionTimeout = 300 * time.Millisecond
+	s := startBroker(t, opts)
 	raw := newRawClient(t)
 	const topic = "TxGoTopic"
 	createTopic(t, raw, s.Addr(), topic, 2)
@@ -262,4 +260,48 @@ func TestBrokerTransactionRocketMQClient(t *testing.T) {
 	got := delivered()
 	testutil.Equal(t, got["rollback"], 0, "rolled back message delivered")
 	testutil.Equal(t, len(got), 2, fmt.Sprintf("delivered %v", got))
+}
+
+// TestBrokerTransactionCheckFollowsTheOrigin: a check goes to the connection
+// its half message came on while that is open, even when another member of
+// the producer group is known; once it closes, to a member of the group.
+func TestBrokerTransactionCheckFollowsTheOrigin(t *testing.T) {
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-tx-origin")
+	opts.TransactionCheckInterval = 100 * time.Millisecond
+	opts.TransactionTimeout = 300 * time.Millisecond
+	s := startBroker(t, opts)
+	const topic, group = "TxOriginTopic", "tx_origin_pg"
+	member, origin, gone := newRawClient(t), newRawClient(t), newRawClient(t)
+	memberChecks, originChecks := &checkRecorder{}, &checkRecorder{}
+	member.Handle(int32(protocol.CheckTransactionState), memberChecks.handle)
+	origin.Handle(int32(protocol.CheckTransactionState), originChecks.handle)
+	createTopic(t, member, s.Addr(), topic, 1)
+	body, _ := json.Marshal(protocol.HeartbeatData{ClientID: "member@1", ProducerDataSet: []protocol.ProducerData{{GroupName: group}}})
+	expectCode(t, invoke(t, member, s.Addr(), protocol.HeartBeat, nil, body), protocol.Success, "producer heartbeat")
+
+	sendHalf := func(c *remoting.Client, key string) {
+		t.Helper()
+		h := protocol.SendMessageRequestHeader{
+			ProducerGroup: group, Topic: topic, SysFlag: protocol.SysFlagTransactionPrep, BornTimestamp: time.Now().UnixMilli(),
+			Properties: protocol.EncodeProperties(map[string]string{
+				protocol.PropertyTransactionPrepared: "true", protocol.PropertyProducerGroup: group, protocol.PropertyUniqClientMessageID: "U-" + key,
+			}),
+		}
+		expectCode(t, invoke(t, c, s.Addr(), protocol.SendMessage, h.Ext(), []byte(key)), protocol.Success, "half "+key)
+	}
+	sendHalf(origin, "kept")
+	sendHalf(gone, "orphan")
+	gone.Close()
+
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if len(originChecks.of("U-kept")) == 0 {
+			return fmt.Errorf("no check for kept on its origin connection")
+		}
+		if len(memberChecks.of("U-orphan")) == 0 {
+			return fmt.Errorf("no check for orphan on the group member")
+		}
+		return nil
+	})
+	testutil.Equal(t, len(memberChecks.of("U-kept")), 0, "kept is checked on its origin only")
+	testutil.Equal(t, len(originChecks.of("U-orphan")), 0, "orphan is not checked on another producer's connection")
 }

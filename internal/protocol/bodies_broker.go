@@ -29,6 +29,13 @@ type HeartbeatData struct {
 	ClientID        string         `json:"clientID"`
 	ProducerDataSet []ProducerData `json:"producerDataSet"`
 	ConsumerDataSet []ConsumerData `json:"consumerDataSet"`
+	// HeartbeatIntervalMillis is a zonemq extension: the period at which
+	// the client heartbeats this broker. A zonemq broker then expires the
+	// client's registrations after max(3×period, 3 s) of silence instead of
+	// its channel expiry (120 s, sized for stock clients' 30 s heartbeat).
+	// 0 (absent, as from stock clients) keeps the channel expiry. RocketMQ
+	// brokers ignore the field (fastjson skips unknown properties).
+	HeartbeatIntervalMillis int64 `json:"heartbeatIntervalMillis,omitempty"`
 }
 
 // ProducerData is one producer group in a heartbeat.
@@ -44,6 +51,10 @@ type ConsumerData struct {
 	ConsumeFromWhere    string             `json:"consumeFromWhere"`
 	SubscriptionDataSet []SubscriptionData `json:"subscriptionDataSet"`
 	UnitMode            bool               `json:"unitMode"`
+	// HeartbeatIntervalMillis is HeartbeatData.HeartbeatIntervalMillis for
+	// this consumer group's registration only; it wins over the top-level
+	// value. A zonemq extension, 0 when absent.
+	HeartbeatIntervalMillis int64 `json:"heartbeatIntervalMillis,omitempty"`
 }
 
 // SubscriptionData is one topic subscription of a consumer group.

@@ -27,19 +27,36 @@ type SendMessageRequestHeader struct {
 	ReconsumeTimes        int32  // optional
 	UnitMode              bool   // optional
 	Batch                 bool   // optional
-	MaxReconsumeTimes     int32  // optional, 0 when absent
+	MaxReconsumeTimes     int32  // optional: see HasMaxReconsumeTimes
 	BrokerName            string // optional ("bname"; absent from rocketmq-client-go v2.1.2)
+
+	// maxReconsumeTimesAbsent records a request without maxReconsumeTimes
+	// (Java clients leave it out unless they send to a retry topic;
+	// rocketmq-client-go always sends it, "0" on ordinary sends). It is
+	// unexported and inverted so that a header built in code carries the
+	// field, as Ext has always written it.
+	maxReconsumeTimesAbsent bool
 }
 
-// Ext renders the header with SEND_MESSAGE's long keys.
+// HasMaxReconsumeTimes reports whether the header carries maxReconsumeTimes.
+// Headers built in code always do; a header read by SetExt does when the
+// request had the key (l for SEND_MESSAGE_V2), even with the value 0. The
+// broker uses it, as Java does, to let an absent field mean "the group's
+// retryMaxTimes" while an explicit 0 means 0.
+func (h *SendMessageRequestHeader) HasMaxReconsumeTimes() bool { return !h.maxReconsumeTimesAbsent }
+
+// Ext renders the header with SEND_MESSAGE's long keys. maxReconsumeTimes
+// is written unless the header was read from a request without it.
 func (h *SendMessageRequestHeader) Ext() map[string]string {
 	w := ExtWriter{}
 	w.Str("producerGroup", h.ProducerGroup).Str("topic", h.Topic).Str("defaultTopic", h.DefaultTopic).
 		Int("defaultTopicQueueNums", int64(h.DefaultTopicQueueNums)).Int("queueId", int64(h.QueueID)).
 		Int("sysFlag", int64(h.SysFlag)).Int("bornTimestamp", h.BornTimestamp).Int("flag", int64(h.Flag)).
 		Str("properties", h.Properties).Int("reconsumeTimes", int64(h.ReconsumeTimes)).
-		Bool("unitMode", h.UnitMode).Bool("batch", h.Batch).Int("maxReconsumeTimes", int64(h.MaxReconsumeTimes)).
-		OptStr("bname", h.BrokerName)
+		Bool("unitMode", h.UnitMode).Bool("batch", h.Batch).OptStr("bname", h.BrokerName)
+	if h.HasMaxReconsumeTimes() {
+		w.Int("maxReconsumeTimes", int64(h.MaxReconsumeTimes))
+	}
 	return w
 }
 
@@ -61,6 +78,8 @@ func (h *SendMessageRequestHeader) SetExt(ext map[string]string) error {
 	h.ReconsumeTimes = r.OptInt32("reconsumeTimes", 0)
 	h.UnitMode = r.OptBool("unitMode", false)
 	h.Batch = r.OptBool("batch", false)
+	_, present := ext["maxReconsumeTimes"]
+	h.maxReconsumeTimesAbsent = !present
 	h.MaxReconsumeTimes = r.OptInt32("maxReconsumeTimes", 0)
 	h.BrokerName = r.OptString("bname")
 	return r.Err()

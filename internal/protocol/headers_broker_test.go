@@ -92,6 +92,49 @@ func TestBrokerHeadersWireKeys(t *testing.T) {
 	}
 }
 
+// maxReconsumeTimes absent and maxReconsumeTimes "0" are told apart, under
+// both key sets, and an absent field stays absent when written back.
+func TestBrokerHeadersMaxReconsumeTimesPresence(t *testing.T) {
+	built := SendMessageRequestHeader{ProducerGroup: "pg", Topic: "T"}
+	if !built.HasMaxReconsumeTimes() || built.Ext()["maxReconsumeTimes"] != "0" {
+		t.Fatalf("a header built in code carries maxReconsumeTimes: %v", built.Ext())
+	}
+	long := map[string]string{"producerGroup": "pg", "topic": "%RETRY%g", "queueId": "0", "sysFlag": "0",
+		"bornTimestamp": "1", "flag": "0", "reconsumeTimes": "3"}
+	var h SendMessageRequestHeader
+	if err := h.SetExt(long); err != nil {
+		t.Fatal(err)
+	}
+	if h.HasMaxReconsumeTimes() || h.MaxReconsumeTimes != 0 {
+		t.Fatalf("absent read as present: %+v", h)
+	}
+	if _, ok := h.Ext()["maxReconsumeTimes"]; ok {
+		t.Fatalf("an absent maxReconsumeTimes was written back: %v", h.Ext())
+	}
+	long["maxReconsumeTimes"] = "0"
+	if err := h.SetExt(long); err != nil {
+		t.Fatal(err)
+	}
+	if !h.HasMaxReconsumeTimes() || h.MaxReconsumeTimes != 0 || h.Ext()["maxReconsumeTimes"] != "0" {
+		t.Fatalf("an explicit 0 was lost: %+v", h)
+	}
+	v2 := map[string]string{"a": "pg", "b": "%RETRY%g", "e": "0", "f": "0", "g": "1", "h": "0", "j": "3"}
+	var hv2 SendMessageRequestHeaderV2
+	if err := hv2.SetExt(v2); err != nil {
+		t.Fatal(err)
+	}
+	if hv2.HasMaxReconsumeTimes() {
+		t.Fatalf("absent l read as present: %+v", hv2)
+	}
+	v2["l"] = "2"
+	if err := hv2.SetExt(v2); err != nil {
+		t.Fatal(err)
+	}
+	if !hv2.HasMaxReconsumeTimes() || hv2.MaxReconsumeTimes != 2 || hv2.Ext()["l"] != "2" {
+		t.Fatalf("l=2 decoded %+v", hv2)
+	}
+}
+
 func TestBrokerHeadersErrorsNameTheField(t *testing.T) {
 	var v2 SendMessageRequestHeaderV2
 	err := v2.SetExt(map[string]string{"a": "pg", "e": "0", "f": "0", "g": "1", "h": "0"})
@@ -123,6 +166,21 @@ func TestBrokerHeartbeatBodyDecodes(t *testing.T) {
 			t.Fatalf("decoded %+v", hb)
 		}
 	}
+	// heartbeatIntervalMillis (zonemq SDK) is read at the top level and in
+	// a consumer's data; bodies without it read 0.
+	withInterval := strings.Replace(goBody, `"clientID"`, `"heartbeatIntervalMillis":1000,"clientID"`, 1)
+	withInterval = strings.Replace(withInterval, `"unitMode":false}`, `"unitMode":false,"heartbeatIntervalMillis":500}`, 1)
+	var hb HeartbeatData
+	if err := json.Unmarshal([]byte(withInterval), &hb); err != nil {
+		t.Fatal(err)
+	}
+	if hb.HeartbeatIntervalMillis != 1000 || hb.ConsumerDataSet[0].HeartbeatIntervalMillis != 500 {
+		t.Fatalf("heartbeatIntervalMillis decoded %+v", hb)
+	}
+	if b, _ := json.Marshal(HeartbeatData{ClientID: "c", ConsumerDataSet: []ConsumerData{{GroupName: "g"}}}); strings.Contains(string(b), "heartbeatIntervalMillis") {
+		t.Fatalf("a zero heartbeatIntervalMillis is written: %s", b)
+	}
+
 	tags, codes := ParseSubscription(" TagA ||TagB|| ")
 	if len(tags) != 2 || tags[1] != "TagB" || codes[0] != 2598919 {
 		t.Fatalf("ParseSubscription: %v %v", tags, codes)

@@ -191,7 +191,7 @@ func TestE2ECLIContract(t *testing.T) {
 			append([]string{"send", "--topic", topic, "--count", "-1"}, nsFlags...),
 			append([]string{"send", "--topic", topic, "--output", "yaml"}, nsFlags...),
 			append([]string{"send", "--count", "1"}, nsFlags...), // no --topic
-			{"send", "--topic", topic},                           // no cluster
+			{"send", "--topic", topic}, // no cluster
 			append([]string{"send", "--topic", topic, "--body", "x", "--size", "10"}, nsFlags...),
 			append([]string{"consume", "--topic", topic, "--group", "g", "--from", "middle"}, nsFlags...),
 			append([]string{"consume", "--topic", topic}, nsFlags...), // no --group

@@ -104,7 +104,7 @@ func TestE2EBrokerCrashNoAckLoss(t *testing.T) {
 			}
 		}
 	}},
-		"consume", "--namesrv", ns.addr, "--idc", "idc1", "--topic", topic, "--group", "e2e_crash_" + runToken,
+		"consume", "--namesrv", ns.addr, "--idc", "idc1", "--topic", topic, "--group", "e2e_crash_"+runToken,
 		"--from", "first", "--output", "json", "--duration", "90s", "--log-level", "error")
 	eventually(t, 60*time.Second, func() error {
 		if n, some := got.missing(acked); n > 0 {
