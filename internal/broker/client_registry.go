@@ -54,6 +54,9 @@ func newClientRegistry() *clientRegistry {
 func (r *clientRegistry) registerProducer(ch clientChannel, group string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if connClosed(ch.conn) {
+		return
+	}
 	g := r.producers[group]
 	if g == nil {
 		g = map[*remoting.Conn]*clientChannel{}
@@ -69,6 +72,9 @@ func (r *clientRegistry) registerProducer(ch clientChannel, group string) {
 func (r *clientRegistry) registerConsumer(ch clientChannel, data *protocol.ConsumerData) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if connClosed(ch.conn) {
+		return false
+	}
 	g := r.consumers[data.GroupName]
 	if g == nil {
 		g = &consumerGroupInfo{channels: map[*remoting.Conn]*clientChannel{}}
@@ -262,3 +268,22 @@ func (r *clientRegistry) consumerGroupNames() []string {
 // connected to this broker, sorted, exactly as the clients sent them (zonemq
 // SDK ids carry the client's IDC, e.g. "10.0.0.5@123@idc1").
 func (s *Server) ConsumerIDs(group string) []string { return s.registry.consumerIDs(group) }
+
+// connClosed reports whether conn has closed. Handlers run on their own
+// goroutines, so a HEART_BEAT read just before its connection's EOF can be
+// handled after the close hook removed the connection; registering it then
+// would leave a member that never leaves (until the channel expiry) and
+// skew every consumer's allocation. A closed connection's Done channel is
+// closed before its close hooks run, and both paths hold r.mu, so a
+// registration either precedes removeConn or sees the close.
+func connClosed(conn *remoting.Conn) bool {
+	if conn == nil {
+		return false
+	}
+	select {
+	case <-conn.Done():
+		return true
+	default:
+		return false
+	}
+}
