@@ -175,7 +175,7 @@ func (lw *lineWriter) write(line []byte) error {
 // one line (the caller prints it) instead of the flag package's message
 // followed by the whole flag list; --help still prints the list.
 func parseQuiet(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	return quietly(fs, stderr, func() error { return parseFlags(fs, args, nil) })
+	return parseFlags(fs, args, nil)
 }
 
 // quietly runs parse with fs silenced, then prints the usage only if help

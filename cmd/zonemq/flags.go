@@ -35,14 +35,23 @@ func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 // The config file holds key=value lines; '#' starts a comment. A key is a
 // flag name, or a RocketMQ broker.conf name that aliases maps to one.
 func parseFlags(fs *flag.FlagSet, args []string, aliases map[string]string) error {
-	if err := fs.Parse(args); err != nil {
+	// Parse silently: a bad flag gets one line (from main), not the whole
+	// flag list; --help still prints the list.
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	if err != nil {
 		if err == flag.ErrHelp {
+			usage()
 			return err
 		}
-		return &usageError{msg: err.Error()}
+		return usagef("%v (%s --help lists the flags)", err, fs.Name())
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+		return usagef("unexpected argument %q (%s --help lists the flags)", fs.Arg(0), fs.Name())
 	}
 	cf := fs.Lookup("config")
 	if cf == nil || cf.Value.String() == "" {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -58,7 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	fmt.Fprintf(stderr, "zonemq %s: %v\n", c.name, err)
+	// Packages prefix their errors with their own name; do not say it twice.
+	fmt.Fprintf(stderr, "zonemq %s: %s\n", c.name, strings.TrimPrefix(err.Error(), c.name+": "))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
