@@ -24,8 +24,6 @@ type brokerInfo struct {
 
 func (b *brokerInfo) master() string { return b.addrs[protocol.MasterID] }
 
-func brokerIDC(b *brokerInfo) string { return b.idc }
-
 // route is a topic's route with its brokers indexed by name.
 type route struct {
 	topic string
@@ -84,8 +82,6 @@ type writeQueue struct {
 	// there makes the broker create the topic.
 	autoCreate bool
 }
-
-func writeQueueIDC(q writeQueue) string { return q.broker.idc }
 
 // writeQueues lists the writable queues of brokers with a master, sorted by
 // broker name and queue id. limit > 0 caps the queues per broker (the
@@ -342,18 +338,6 @@ func (t *routeTable) refreshLoop(ctx context.Context) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// brokerByName finds a broker in any cached route.
-func (t *routeTable) brokerByName(name string) *brokerInfo {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, r := range t.topics {
-		if b := r.brokers[name]; b != nil && b.master() != "" {
-			return b
-		}
-	}
-	return nil
 }
 
 // brokerAddrs lists the addresses of every broker (masters and slaves) in

@@ -309,7 +309,7 @@ func (s *sender) plan(ctx context.Context, topic string) (*sendPlan, error) {
 			p.tiers[2] = append(p.tiers[2], q)
 		}
 	}
-	if len(p.tiers[0]) == 0 {
+	if len(p.tiers[0]) == 0 && (own != "" || len(p.tiers[2]) == 0) {
 		// The template route is optional: brokers with auto-create
 		// disabled do not serve it.
 		if tpl, err := s.c.routes.get(ctx, protocol.AutoCreateTopicKey); err == nil {

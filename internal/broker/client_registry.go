@@ -146,18 +146,18 @@ func (r *clientRegistry) dropConsumerLocked(name string, g *consumerGroupInfo, c
 }
 
 // expired returns the connections with a registration older than its
-// expiry (defaultExpiry when it has none of its own). The caller closes
-// them; the close hook then unregisters them.
-func (r *clientRegistry) expired(now time.Time, defaultExpiry time.Duration) []*remoting.Conn {
+// expiry: its own when it has one and short is true, else defaultExpiry.
+// The caller closes them; the close hook then unregisters them.
+func (r *clientRegistry) expired(now time.Time, defaultExpiry time.Duration, short bool) []*remoting.Conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	seen := map[*remoting.Conn]bool{}
 	var out []*remoting.Conn
 	check := func(chs map[*remoting.Conn]*clientChannel) {
 		for conn, ch := range chs {
-			limit := ch.expiry
-			if limit <= 0 {
-				limit = defaultExpiry
+			limit := defaultExpiry
+			if short && ch.expiry > 0 {
+				limit = ch.expiry
 			}
 			if now.Sub(ch.lastUpdate) > limit && !seen[conn] {
 				seen[conn] = true

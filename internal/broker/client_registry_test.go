@@ -193,6 +193,31 @@ func TestBrokerHeartbeatExpiry(t *testing.T) {
 	testutil.Equal(t, s.heartbeatExpiry(100), time.Second, "capped by a short channel expiry")
 }
 
+// TestBrokerExpiryClockSurvivesBrokerStall: after the broker itself was
+// stopped (a late tick), short expiries wait minFastExpiry, so the clients'
+// queued heartbeats are read before anyone is dropped.
+func TestBrokerExpiryClockSurvivesBrokerStall(t *testing.T) {
+	t0 := time.Now()
+	c := expiryClock{every: 750 * time.Millisecond, last: t0}
+	short, stalled := c.tick(t0.Add(750 * time.Millisecond))
+	testutil.True(t, short && stalled == 0, "an on-time tick", short, stalled)
+	short, stalled = c.tick(t0.Add(2 * time.Second)) // a little late: scheduling noise
+	testutil.True(t, short && stalled == 0, "a slightly late tick", short, stalled)
+	short, stalled = c.tick(t0.Add(12 * time.Second)) // stopped for ~10 s
+	testutil.True(t, !short && stalled > 9*time.Second, "a stall suspends short expiries", short, stalled)
+	short, _ = c.tick(t0.Add(14 * time.Second))
+	testutil.True(t, !short, "still suspended within minFastExpiry")
+	short, _ = c.tick(t0.Add(15 * time.Second))
+	testutil.True(t, short, "short expiries apply again after minFastExpiry")
+
+	// With short expiries suspended, the registry uses the channel expiry.
+	r := newClientRegistry()
+	conn := &remoting.Conn{}
+	r.registerProducer(clientChannel{conn: conn, clientID: "sdk@1", lastUpdate: t0, expiry: 3 * time.Second}, "pg")
+	testutil.Equal(t, len(r.expired(t0.Add(10*time.Second), 120*time.Second, false)), 0, "suspended")
+	testutil.Equal(t, len(r.expired(t0.Add(10*time.Second), 120*time.Second, true)), 1, "applied")
+}
+
 // TestBrokerAnnouncedHeartbeatExpiresFast: a client announcing its
 // heartbeat period (heartbeatIntervalMillis, the zonemq SDK) that goes
 // silent is dropped after 3 s, not the 120 s channel expiry, and the other

@@ -191,16 +191,44 @@ func (s *Server) expiryLoop(ctx context.Context) {
 	every := max(min(10*time.Second, s.opts.ChannelExpiry/4, minFastExpiry/4), 10*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	clock := expiryClock{every: every, last: time.Now()}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, conn := range s.registry.expired(now, s.opts.ChannelExpiry) {
+			short, stalled := clock.tick(now)
+			if stalled > 0 {
+				s.logger.Warn("the broker was stalled; suspending short client expiries", "stalled", stalled, "for", minFastExpiry)
+			}
+			for _, conn := range s.registry.expired(now, s.opts.ChannelExpiry, short) {
 				s.logger.Info("client silent past its heartbeat expiry; closing its connection",
 					"peer", conn.RemoteAddr(), "channelExpiry", s.opts.ChannelExpiry)
 				conn.Close()
 			}
 		}
 	}
+}
+
+// expiryClock guards short expiries against the broker's own stalls. A
+// tick far later than due means the broker was stopped or starved
+// (SIGSTOP, a paused VM): its clients' silence is then the broker's, and
+// the heartbeats they sent meanwhile are still unread. Short expiries are
+// suspended for minFastExpiry after such a gap, so a broker coming back
+// does not drop every zonemq client at once. Used by expiryLoop only.
+type expiryClock struct {
+	every      time.Duration // the tick period
+	last       time.Time     // the previous tick
+	graceUntil time.Time     // short expiries are suspended until then
+}
+
+// tick records a tick at now. It reports whether short expiries apply, and
+// how long the broker was stalled when this tick reveals a stall.
+func (c *expiryClock) tick(now time.Time) (short bool, stalled time.Duration) {
+	if gap := now.Sub(c.last); gap > c.every+minFastExpiry/2 {
+		stalled = gap - c.every
+		c.graceUntil = now.Add(minFastExpiry)
+	}
+	c.last = now
+	return !now.Before(c.graceUntil), stalled
 }
