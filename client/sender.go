@@ -86,6 +86,7 @@ type sender struct {
 type isolation struct {
 	until   time.Time
 	strikes int
+	probing bool // a probeLoop knocks on the broker
 }
 
 // maxIsolation caps the doubling isolation period.
@@ -276,7 +277,7 @@ func (s *sender) send(ctx context.Context, out *outgoing, pick picker) (*SendRes
 		}
 		s.c.logger.Warn("send attempt failed; trying another broker", "topic", out.topic, "broker", q.broker.name,
 			"addr", q.broker.master(), "brokerIDC", q.broker.idc, "err", err)
-		s.isolate(q.broker.name)
+		s.isolate(q.broker.name, q.broker.master())
 		s.c.routes.triggerRefresh()
 	}
 }
@@ -420,14 +421,52 @@ func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*Sen
 	return res, nil
 }
 
-func (s *sender) isolate(broker string) {
+func (s *sender) isolate(broker, addr string) {
 	s.mu.Lock()
 	iso := s.isolated[broker]
 	iso.strikes++
 	d := s.isolation << min(iso.strikes-1, 16)
 	iso.until = time.Now().Add(min(d, max(maxIsolation, s.isolation)))
+	startProbe := !iso.probing && addr != ""
+	iso.probing = iso.probing || startProbe
 	s.isolated[broker] = iso
 	s.mu.Unlock()
+	if startProbe {
+		s.c.goLoop(func(ctx context.Context) { s.probeLoop(ctx, broker, addr) })
+	}
+}
+
+// probeInterval is how often an isolated broker is knocked on.
+const probeInterval = time.Second
+
+// probeLoop knocks on an isolated broker once a second with a producer
+// heartbeat, out of the applications' way, and ends the isolation at the
+// first answer. A broker back from a hang is therefore used again within
+// about a second (fail-back), while the doubling isolation keeps
+// application sends from paying an attempt timeout on it meanwhile.
+func (s *sender) probeLoop(ctx context.Context, broker, addr string) {
+	hb := mustJSON(&protocol.HeartbeatData{
+		ClientID:        s.c.id(),
+		ProducerDataSet: []protocol.ProducerData{{GroupName: s.group}},
+		ConsumerDataSet: []protocol.ConsumerData{},
+	})
+	for sleepCtx(ctx, probeInterval) {
+		s.mu.Lock()
+		_, still := s.isolated[broker]
+		s.mu.Unlock()
+		if !still {
+			return // a send or a route change ended it
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.attemptTimeout)
+		err := s.c.heartbeatBroker(pctx, addr, hb)
+		cancel()
+		if err == nil {
+			s.c.logger.Info("isolated broker answers again", "broker", broker, "addr", addr)
+			s.recovered(broker)
+			s.c.routes.triggerRefresh()
+			return
+		}
+	}
 }
 
 // recovered ends a broker's isolation after a success.

@@ -76,7 +76,7 @@ func parseAddrsrvArgs(args []string, stderr io.Writer) (addrsrv.Options, string,
 		"how often each name server is probed")
 	fs.DurationVar(&opts.ProbeTimeout, "probe-timeout", 0,
 		"how long one probe (dial included) may take before it counts as a miss;\n"+
-			"0 means min(--probe-interval, 800ms)")
+			"0 means min(--probe-interval, 400ms)")
 	fs.IntVar(&opts.DownAfter, "down-after", opts.DownAfter,
 		"consecutive missed probes that mark a name server down (one answer marks it up)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")

@@ -22,7 +22,7 @@ func TestAddrsrvOptionsDefaults(t *testing.T) {
 	o := NewOptions()
 	testutil.Equal(t, o.ProbeInterval, time.Second, "probe interval")
 	testutil.Equal(t, o.DownAfter, 2, "down after")
-	testutil.Equal(t, o.probeTimeout(), 800*time.Millisecond, "derived probe timeout")
+	testutil.Equal(t, o.probeTimeout(), DefaultProbeTimeout, "derived probe timeout")
 	o.ProbeInterval = 100 * time.Millisecond
 	testutil.Equal(t, o.probeTimeout(), 100*time.Millisecond, "probe timeout follows a short interval")
 	o.ProbeTimeout = 3 * time.Second

@@ -57,6 +57,17 @@ func (s *Server) probeLoop(ctx context.Context, st *namesrvState) {
 			return
 		}
 		s.record(st, err)
+		if err != nil && s.stillListedAfterMiss(st) {
+			// A miss on a listed name server is confirmed (or refuted) at
+			// once rather than a whole interval later: DownAfter misses
+			// then take about DownAfter probe timeouts, so a hung name
+			// server leaves the list within ~2 s of hanging, not 3.
+			if !sleepCtx(ctx, s.opts.ProbeInterval/10) {
+				return
+			}
+			ticker.Reset(s.opts.ProbeInterval)
+			continue
+		}
 		early, ok := s.waitNextProbe(ctx, st, ticker, err == nil, lastEarly)
 		if !ok {
 			return
@@ -200,5 +211,24 @@ func (s *Server) record(st *namesrvState, probeErr error) {
 	default:
 		log.Warn("name server down", "failedProbes", failures, "err", probeErr,
 			"upFor", now.Sub(lastSince).Round(time.Millisecond))
+	}
+}
+
+// stillListedAfterMiss reports whether st failed its last probe but is still
+// listed (alive with fewer than DownAfter misses).
+func (s *Server) stillListedAfterMiss(st *namesrvState) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return st.probed && st.alive && st.failures > 0
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }

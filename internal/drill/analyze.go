@@ -58,7 +58,7 @@ func countWindow(r *ScenarioResult, sends []sendRecord, recvs map[string][]recvR
 
 func healthyResult(sends []sendRecord, recvs map[string][]recvRecord, from, to time.Time) ScenarioResult {
 	r := ScenarioResult{Name: "S1", Failure: "none", Description: "all IDCs healthy: traffic must stay in its IDC",
-		ProducerRTO: -1, ConsumerTakeover: -1, AddrsrvDrop: -1, FailbackProducer: -1, FailbackConsumer: -1}
+		ProducerRTO: -1, ConsumerTakeover: -1, ConsumersMoved: -1, AddrsrvDrop: -1, FailbackProducer: -1, FailbackConsumer: -1}
 	countWindow(&r, sends, recvs, from, to)
 	for _, s := range sends {
 		if s.err == nil && within(s.end, from, to) && s.brokerIDC != s.producerIDC {
@@ -81,7 +81,7 @@ func healthyResult(sends []sendRecord, recvs map[string][]recvRecord, from, to t
 
 func phaseResult(sends []sendRecord, recvs map[string][]recvRecord, p *phase) ScenarioResult {
 	r := ScenarioResult{Name: p.name, Failure: p.failure, Description: p.description,
-		ProducerRTO: -1, ConsumerTakeover: -1, AddrsrvDrop: -1, FailbackProducer: -1, FailbackConsumer: -1}
+		ProducerRTO: -1, ConsumerTakeover: -1, ConsumersMoved: -1, AddrsrvDrop: -1, FailbackProducer: -1, FailbackConsumer: -1}
 	if p.addrsrvDrop != 0 {
 		r.AddrsrvDrop = millis(p.addrsrvDrop)
 	}
@@ -114,7 +114,24 @@ func phaseResult(sends []sendRecord, recvs map[string][]recvRecord, p *phase) Sc
 		r.ProducerRTO = millis(firstAfter(p.failAt, p.restoreAt, func(s sendRecord) bool {
 			return s.producerIDC == failed && s.brokerIDC != failed
 		}))
-		r.ConsumerTakeover = millis(firstRecv(p.failAt, p.restoreAt, func(rc recvRecord) bool {
+		// The failed IDC's traffic, redirected to another IDC's broker, is
+		// being consumed again: by its own consumers or that IDC's.
+		redirected := map[string]bool{}
+		for _, s := range sends {
+			if s.err == nil && s.producerIDC == failed && s.brokerIDC != failed && within(s.end, p.failAt, p.restoreAt) {
+				redirected[s.key] = true
+			}
+		}
+		best := time.Duration(-1)
+		for key := range redirected {
+			for _, rc := range recvs[key] {
+				if d := rc.at.Sub(p.failAt); within(rc.at, p.failAt, p.restoreAt) && (best < 0 || d < best) {
+					best = d
+				}
+			}
+		}
+		r.ConsumerTakeover = millis(best)
+		r.ConsumersMoved = millis(firstRecv(p.failAt, p.restoreAt, func(rc recvRecord) bool {
 			return rc.consumerIDC == failed && rc.brokerIDC != failed
 		}))
 		r.FailbackProducer = millis(firstAfter(p.restoreAt, p.endAt, func(s sendRecord) bool {

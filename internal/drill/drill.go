@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -154,6 +155,7 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	sleepCtx(ctx, 2*time.Second)
 
 	sends, recvs := d.work.ledger.snapshot()
+	d.writeLedger(sends, recvs, start)
 	results, totals := analyze(sends, recvs, s1Start, s1End, phases)
 	r := &Report{
 		IDCs: d.opts.IDCs, PhaseMillis: millis(d.opts.PhaseLength), StartedAt: start,
@@ -267,4 +269,29 @@ func (p *progress) stop() {
 		close(p.done)
 	}
 	p.wg.Wait()
+}
+
+// writeLedger leaves the duplicated and unconsumed messages in the work
+// folder (ledger.txt), for finding out why.
+func (d *drill) writeLedger(sends []sendRecord, recvs map[string][]recvRecord, start time.Time) {
+	f, err := os.Create(filepath.Join(d.cluster.workDir, "ledger.txt"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	ms := func(t time.Time) float64 { return t.Sub(start).Seconds() }
+	for _, s := range sends {
+		rs := recvs[s.key]
+		if s.err != nil || len(rs) == 1 {
+			continue
+		}
+		fmt.Fprintf(f, "%s acked %.3fs by %s (%s):", s.key, ms(s.end), s.broker, s.brokerIDC)
+		if len(rs) == 0 {
+			fmt.Fprint(f, " never consumed")
+		}
+		for _, r := range rs {
+			fmt.Fprintf(f, " [%.3fs %s consumer from %s]", ms(r.at), r.consumerIDC, r.broker)
+		}
+		fmt.Fprintln(f)
+	}
 }

@@ -34,10 +34,15 @@ type ScenarioResult struct {
 	// ProducerRTO: from the failure to the first message of the failed
 	// IDC's producers acknowledged by another IDC's broker.
 	ProducerRTO Millis `json:"producerRtoMs"`
-	// ConsumerTakeover: from the failure to the first message read the new
-	// way (S2/S3: the failed IDC's consumers reading another IDC's broker;
-	// S4: another IDC's consumers reading the failed IDC's broker).
+	// ConsumerTakeover: from the failure to the first message consumed the
+	// new way. S2/S3: a message the failed IDC's producer sent to another
+	// IDC's broker after the failure is consumed (by any IDC's consumer).
+	// S4: another IDC's consumer reads the failed IDC's broker.
 	ConsumerTakeover Millis `json:"consumerTakeoverMs"`
+	// ConsumersMoved: S2/S3 only, from the failure until the failed IDC's
+	// own consumers read another IDC's broker (they join its queues once
+	// the routes show their IDC without a live broker).
+	ConsumersMoved Millis `json:"consumersMovedMs"`
 	// AddrsrvDrop: S3 only, from the failure until the failed IDC's address
 	// server stopped listing its name server.
 	AddrsrvDrop Millis `json:"addrsrvDropMs"`
@@ -88,14 +93,14 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "zonemq drill: %d IDCs, %s per phase, %s in all\n\n", r.IDCs, r.PhaseMillis, r.Elapsed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tfailure\tproducer RTO\ttakeover\tns delisted\tfail-back p/c\tsend errors\tacked\tlost\tstranded\tdup\tcross-IDC\trecovered\t")
+	fmt.Fprintln(tw, "scenario\tfailure\tproducer RTO\ttakeover\tconsumers moved\tns delisted\tfail-back p/c\tsend errors\tacked\tlost\tstranded\tdup\tcross-IDC\trecovered\t")
 	for _, s := range r.Scenarios {
 		fb := "—"
 		if s.Name != "S1" {
 			fb = s.FailbackProducer.String() + "/" + s.FailbackConsumer.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n",
-			s.Name, s.Failure, s.ProducerRTO, s.ConsumerTakeover, s.AddrsrvDrop, fb,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n",
+			s.Name, s.Failure, s.ProducerRTO, s.ConsumerTakeover, s.ConsumersMoved, s.AddrsrvDrop, fb,
 			s.SendErrors, s.Acked, s.Lost, s.Stranded, s.Duplicates, s.CrossIDC, s.Recovered)
 	}
 	tw.Flush()

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -38,8 +41,12 @@ func TestE2EDrillShort(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
+	// A port offset of its own, so two test runs on one machine never share
+	// the drill's well-known ports.
+	offset := strconv.Itoa(10 + os.Getpid()%400)
 	cmd := exec.CommandContext(ctx, binary, "drill", "--idcs", "2", "--duration", "5s",
-		"--output", "json", "--port-offset", "7", "--drain-timeout", "60s")
+		"--output", "json", "--port-offset", offset, "--drain-timeout", "60s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
