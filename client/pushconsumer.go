@@ -268,6 +268,10 @@ func (pc *PushConsumer) heartbeatData() []byte {
 	hb := protocol.HeartbeatData{
 		ClientID:        pc.c.id(),
 		ProducerDataSet: []protocol.ProducerData{},
+		// zonemq brokers expire this consumer after 3 silent heartbeat
+		// intervals instead of 120 s, so a hung consumer's queues move
+		// within seconds; stock brokers ignore the field.
+		HeartbeatIntervalMillis: pc.cfg.HeartbeatInterval.Milliseconds(),
 		ConsumerDataSet: []protocol.ConsumerData{{
 			GroupName:           pc.cfg.Group,
 			ConsumeType:         protocol.ConsumePassively,
