@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -151,20 +152,32 @@ func (m *Message) wireProperties(uniqKey string) map[string]string {
 	return p
 }
 
+// zlibWriters reuses compressors: a new zlib writer allocates ~800 KB of
+// tables, which made a send of a 4 KiB body ~4x slower than one of 4095 B.
+var zlibWriters = sync.Pool{New: func() any {
+	w, _ := zlib.NewWriterLevel(nil, 5)
+	return w
+}}
+
 // compressBody zlib-compresses body as rocketmq-client-go does (level 5).
-func compressBody(body []byte) ([]byte, error) {
+// It reports false when compression does not make the body smaller; the
+// body then travels as it is.
+func compressBody(body []byte) ([]byte, bool, error) {
 	var buf bytes.Buffer
-	w, err := zlib.NewWriterLevel(&buf, 5)
-	if err != nil {
-		return nil, err
-	}
+	buf.Grow(len(body) / 2)
+	w := zlibWriters.Get().(*zlib.Writer)
+	defer zlibWriters.Put(w)
+	w.Reset(&buf)
 	if _, err := w.Write(body); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := w.Close(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return buf.Bytes(), nil
+	if buf.Len() >= len(body) {
+		return nil, false, nil
+	}
+	return buf.Bytes(), true, nil
 }
 
 // decompressBody inflates a zlib body, refusing to grow past limit bytes.

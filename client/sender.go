@@ -136,12 +136,14 @@ func (s *sender) prepare(msgs []*Message) (*outgoing, error) {
 		out.header.Flag = m.Flag
 		out.body = m.Body
 		if s.compressThreshold > 0 && len(m.Body) >= s.compressThreshold {
-			z, err := compressBody(m.Body)
+			z, smaller, err := compressBody(m.Body)
 			if err != nil {
 				return nil, fmt.Errorf("zonemq client: compress body: %w", err)
 			}
-			out.body = z
-			out.header.SysFlag |= protocol.SysFlagCompressed
+			if smaller {
+				out.body = z
+				out.header.SysFlag |= protocol.SysFlagCompressed
+			}
 		}
 		return out, nil
 	}

@@ -1,8 +1,10 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -178,8 +180,9 @@ func TestClientQueueChoice(t *testing.T) {
 
 func TestClientDecodeMessages(t *testing.T) {
 	body := strings.Repeat("z", 5000)
-	z, err := compressBody([]byte(body))
+	z, smaller, err := compressBody([]byte(body))
 	testutil.NoError(t, err)
+	testutil.True(t, smaller, "a repetitive body compresses")
 	props := protocol.EncodeProperties(map[string]string{"TAGS": "T1", "KEYS": "a b", "UNIQ_KEY": "ABC", "RETRY_TOPIC": "Orig"})
 	var buf []byte
 	for i, m := range []*protocol.MessageExt{
@@ -205,4 +208,34 @@ func TestClientDecodeMessages(t *testing.T) {
 	testutil.Equal(t, m.Topic, "Orig", "retry topic restored")
 	testutil.Equal(t, msgs[1].MsgID, msgs[1].OffsetMsgID, "MsgID falls back to the offset id")
 	testutil.Equal(t, msgs[1].OffsetMsgID, protocol.OffsetMessageID(netip.MustParseAddrPort("127.0.1.1:10911"), 300), "offset id")
+}
+
+func TestClientCompressBodyIncompressible(t *testing.T) {
+	// A body compression cannot shrink travels as it is.
+	body := make([]byte, 5000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range body {
+		body[i] = byte(rng.Uint32())
+	}
+	for i := 0; i < 3; i++ { // pooled writers are reused correctly
+		_, smaller, err := compressBody(body)
+		testutil.NoError(t, err)
+		testutil.True(t, !smaller, "incompressible body")
+		z, smaller, err := compressBody(bytes.Repeat([]byte("ab"), 3000))
+		testutil.NoError(t, err)
+		testutil.True(t, smaller, "compressible body")
+		out, err := decompressBody(z, 1<<20)
+		testutil.NoError(t, err)
+		testutil.True(t, bytes.Equal(out, bytes.Repeat([]byte("ab"), 3000)), "round trip after reuse")
+	}
+}
+
+func BenchmarkClientCompressBody4K(b *testing.B) {
+	body := bytes.Repeat([]byte("zonemq-benchmark-"), 4096/17+1)[:4096]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := compressBody(body); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
