@@ -35,6 +35,8 @@ type clientFlags struct {
 	localIP  string
 	instance string
 	logLevel string
+
+	clientHeartbeat time.Duration
 }
 
 // addClientFlags registers the shared client flags on fs, their defaults
@@ -53,6 +55,9 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 		"local `IP` to bind outgoing connections to (default: none, the system picks)")
 	fs.StringVar(&f.instance, "instance", "",
 		"instance `name` in the client id ip@NAME@idc (default: pid#n)")
+	fs.DurationVar(&f.clientHeartbeat, "client-heartbeat-interval", client.DefaultClientHeartbeatInterval,
+		"how often the client tells every name server of every IDC it is alive (keeps those connections warm\n"+
+			"for name-server failover; name servers drop a client after 3 s of silence)")
 	fs.StringVar(&f.logLevel, "log-level", "warn",
 		"SDK log `level` on stderr: debug, info, warn or error")
 	fs.String("config", "",
@@ -83,6 +88,10 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 	cfg.IDC = strings.TrimSpace(f.idc)
 	cfg.LocalIP = f.localIP
 	cfg.InstanceName = f.instance
+	if f.clientHeartbeat <= 0 {
+		return cfg, usagef("--client-heartbeat-interval must be positive, got %v", f.clientHeartbeat)
+	}
+	cfg.ClientHeartbeatInterval = f.clientHeartbeat
 	logger, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return cfg, err
