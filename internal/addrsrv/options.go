@@ -54,7 +54,7 @@ const (
 	// fails a process that is hung or unreachable; it keeps "down after 2
 	// misses" within 2 s of a hang (see the retry in probeLoop).
 	DefaultProbeTimeout = 400 * time.Millisecond
-	DefaultDownAfter     = 2
+	DefaultDownAfter    = 2
 )
 
 // NewOptions returns the default options. Listen has a default; IDC and
