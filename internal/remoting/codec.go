@@ -114,7 +114,17 @@ type jsonHeader struct {
 	ExtFields map[string]json.RawMessage `json:"extFields"`
 }
 
+// decodeJSONHeader decodes a JSON header: by hand when the fast decoder is
+// sure of the answer, otherwise (and for every error) with encoding/json.
 func decodeJSONHeader(b []byte) (*Command, error) {
+	if cmd, err := decodeJSONHeaderFast(b); err == nil {
+		return cmd, nil
+	}
+	return decodeJSONHeaderStd(b)
+}
+
+// decodeJSONHeaderStd is the reference decoder: encoding/json, leniently.
+func decodeJSONHeaderStd(b []byte) (*Command, error) {
 	var h jsonHeader
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, &FrameError{Reason: "invalid JSON header", Err: err}
