@@ -99,11 +99,10 @@ func startPushConsumer(t *testing.T, nsAddr, group, instance, topic, expr string
 	t.Cleanup(func() {
 		c.Shutdown()
 		if model == consumer.BroadCasting {
-			// The Go client keeps broadcasting offsets in files per client id.
-			dirs, _ := filepath.Glob(filepath.Join(os.Getenv("HOME"), ".rocketmq_client_go", "*@"+instance))
-			for _, d := range dirs {
-				os.RemoveAll(d)
-			}
+			// The Go client keeps broadcasting offsets under
+			// ~/.rocketmq_client_go/<group>/<client id>/; the group name
+			// is unique to this run, so its whole folder goes.
+			os.RemoveAll(filepath.Join(os.Getenv("HOME"), ".rocketmq_client_go", group))
 		}
 	})
 }
