@@ -43,6 +43,9 @@ type PushConsumer struct {
 	queues   map[MessageQueue]*processQueue
 	local    map[MessageQueue]int64 // broadcasting offsets
 	brokerOK map[string]bool        // last heartbeat outcome per broker address
+	// silent marks the brokers whose last heartbeat got no answer (timed
+	// out or could not connect); rebalance does not wait on them.
+	silent map[string]bool
 	// seen remembers every broker address a route listed, and when, so the
 	// heartbeat keeps knocking on a broker that left the routes: the first
 	// answer after its return triggers a route refresh and a rebalance at
@@ -73,6 +76,7 @@ func NewPushConsumer(cfg ConsumerConfig) (*PushConsumer, error) {
 		queues:      map[MessageQueue]*processQueue{},
 		local:       map[MessageQueue]int64{},
 		brokerOK:    map[string]bool{},
+		silent:      map[string]bool{},
 		seen:        map[string]time.Time{},
 		watched:     map[*remoting.Conn]bool{},
 		rebalanceCh: make(chan struct{}, 1),
@@ -287,6 +291,18 @@ func (pc *PushConsumer) heartbeatData() []byte {
 // heartbeated (see PushConsumer.seen).
 const forgetBrokerAfter = 10 * time.Minute
 
+// suspectWindow is how long one failed heartbeat (or request) to a broker in
+// the routes keeps the routes hurried. It spans a heartbeat interval plus a
+// request timeout, so a broker that keeps failing keeps them hurried, and
+// the window closes a few seconds after the broker left the routes.
+const suspectWindow = 3 * time.Second
+
+// isTransportError reports whether err says the peer did not answer or
+// could not be reached (rather than answering with an error).
+func isTransportError(err error) bool {
+	return errors.Is(err, ErrTimeout) || errors.Is(err, ErrUnreachable)
+}
+
 // heartbeatAll sends HEART_BEAT to every broker (masters and slaves) of
 // every IDC in the routes of the subscribed topics, and to those that left
 // the routes recently, in parallel. A broker that answers again after
@@ -307,6 +323,7 @@ func (pc *PushConsumer) heartbeatAll(ctx context.Context) {
 		if now.Sub(at) > forgetBrokerAfter {
 			delete(pc.seen, addr)
 			delete(pc.brokerOK, addr)
+			delete(pc.silent, addr)
 			continue
 		}
 		addrs = append(addrs, addr)
@@ -324,9 +341,15 @@ func (pc *PushConsumer) heartbeatAll(ctx context.Context) {
 			pc.mu.Lock()
 			was, known := pc.brokerOK[addr]
 			pc.brokerOK[addr] = err == nil
+			pc.silent[addr] = err != nil && isTransportError(err)
 			pc.mu.Unlock()
 			if err != nil {
 				pc.c.logger.Debug("broker heartbeat failed", "broker", addr, "err", err)
+				if inRoute[addr] && isTransportError(err) {
+					// It may be hung or dead: watch the routes closely so
+					// the name server's verdict is seen at once.
+					pc.c.routes.hurry(suspectWindow)
+				}
 				return
 			}
 			pc.watchBroker(addr)

@@ -96,6 +96,18 @@ func (pc *PushConsumer) rebalanceSoon() {
 	})
 }
 
+// errBrokerFailing stands for the consumer list of a broker whose last
+// heartbeat got no answer; rebalance does not ask it.
+var errBrokerFailing = errors.New("zonemq client: broker failing its heartbeats")
+
+// brokerFailing reports whether addr's last heartbeat got no answer.
+// A broker that answered with an error is still asked.
+func (pc *PushConsumer) brokerFailing(addr string) bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.silent[addr]
+}
+
 // brokerView is one broker's answer to GET_CONSUMER_LIST_BY_GROUP.
 type brokerView struct {
 	ids []string
@@ -148,6 +160,17 @@ func (pc *PushConsumer) rebalance(ctx context.Context) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for _, addr := range addrs {
+			if pc.brokerFailing(addr) {
+				// Its last heartbeat got no answer: asking would hold this
+				// rebalance (and the hand-over a route change is waiting
+				// for) for a request timeout behind a hung broker. Its
+				// queues are left, as for any broker that cannot be asked;
+				// its first answered heartbeat rebalances again.
+				mu.Lock()
+				views[addr] = &brokerView{err: errBrokerFailing}
+				mu.Unlock()
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -170,6 +193,9 @@ func (pc *PushConsumer) rebalance(ctx context.Context) {
 			if pc.cfg.MessageModel == Clustering {
 				v := views[rb.broker.master()]
 				if v.err != nil {
+					if isTransportError(v.err) || v.err == errBrokerFailing {
+						pc.c.routes.hurry(suspectWindow)
+					}
 					pc.c.logger.Debug("broker unreachable; leaving its queues", "topic", topic, "broker", rb.broker.name, "err", v.err)
 					continue
 				}

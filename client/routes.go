@@ -155,6 +155,10 @@ type routeTable struct {
 	listeners []func(topic string, old, cur *route)
 
 	refreshCh chan struct{}
+	// hurryUntil, while in the future, makes the refresh loop re-read every
+	// route every suspectRefreshInterval: a broker in the routes stopped
+	// answering (see hurry).
+	hurryUntil time.Time
 }
 
 type routeFetch struct {
@@ -269,6 +273,41 @@ func (t *routeTable) triggerRefresh() {
 	}
 }
 
+// suspectRefreshInterval is how often every route is re-read while a
+// broker in the routes fails its heartbeats. A hung broker (its connections
+// stay open, nothing answers) closes nothing, so nothing else tells the
+// client when the name server expires it (about 3 s after it went silent);
+// without this the consumer would learn it up to RouteRefreshInterval
+// later, and keep its IDC's consumers off other IDCs' queues meanwhile.
+const suspectRefreshInterval = 500 * time.Millisecond
+
+// hurry asks for routes to be re-read now and every suspectRefreshInterval
+// for the next d, because a broker in them is failing. Every consumer that
+// sees the failure hurries alike, and each only reads what the name server
+// says — nobody decides alone that a broker is dead, so every consumer's
+// allocation is still computed from the same routes. Callers extend the
+// window while the failure lasts; once the broker has left the routes (or
+// answers again) it ends by itself, back to the normal interval.
+func (t *routeTable) hurry(d time.Duration) {
+	until := time.Now().Add(d)
+	t.mu.Lock()
+	was := time.Now().Before(t.hurryUntil)
+	if until.After(t.hurryUntil) {
+		t.hurryUntil = until
+	}
+	t.mu.Unlock()
+	if !was {
+		t.triggerRefresh()
+	}
+}
+
+// hurrying reports whether a hurry window is open.
+func (t *routeTable) hurrying() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return time.Now().Before(t.hurryUntil)
+}
+
 // refreshAll re-reads every cached route, or with degradedOnly only those
 // that lack a live broker of the client's own IDC.
 func (t *routeTable) refreshAll(ctx context.Context, degradedOnly bool) {
@@ -312,7 +351,8 @@ func (t *routeTable) degraded(r *route) bool {
 const degradedRefreshInterval = time.Second
 
 // refreshLoop refreshes every route every RouteRefreshInterval, degraded
-// ones every degradedRefreshInterval, and all of them on demand — at most
+// ones every degradedRefreshInterval, all of them every
+// suspectRefreshInterval while hurried, and all of them on demand — at most
 // once per 50 ms, so a burst of failures costs one round of queries.
 func (t *routeTable) refreshLoop(ctx context.Context) {
 	tick := min(t.c.cfg.RouteRefreshInterval, degradedRefreshInterval)
@@ -321,12 +361,22 @@ func (t *routeTable) refreshLoop(ctx context.Context) {
 	lastFull := time.Now()
 	for {
 		full := true
+		var hurryC <-chan time.Time
+		var hurryT *time.Timer
+		if t.hurrying() {
+			hurryT = time.NewTimer(suspectRefreshInterval)
+			hurryC = hurryT.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tk.C:
 			full = time.Since(lastFull) >= t.c.cfg.RouteRefreshInterval-tick/2
+		case <-hurryC:
 		case <-t.refreshCh:
+		}
+		if hurryT != nil {
+			hurryT.Stop()
 		}
 		if full {
 			lastFull = time.Now()

@@ -1,0 +1,130 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/broker"
+	"github.com/zonemq/zonemq/internal/devcluster"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// TestConsumerTakeoverBrokerHang: idc1's broker hangs — every connection to
+// it, from clients and to the name servers, stays open but nothing is
+// forwarded (proxies in Blackhole mode), as under SIGSTOP. The name servers
+// expire it by silence; idc1's consumer, which sees its heartbeats to the
+// broker fail, re-reads the routes every suspectRefreshInterval and so joins
+// idc2's broker's queues soon after the expiry, not a RouteRefreshInterval
+// later. Every message sent during the hang is consumed.
+func TestConsumerTakeoverBrokerHang(t *testing.T) {
+	// idc1's broker is restarted once the cluster runs, registering through
+	// proxies to the name servers (their addresses are known only then).
+	var mu sync.Mutex
+	var nsVia []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, devcluster.Options{
+		IDCs: 2, DataDir: t.TempDir(), Logger: testLogger(),
+		Broker: func(n int, o *broker.Options) {
+			mu.Lock()
+			defer mu.Unlock()
+			if n == 1 && nsVia != nil {
+				o.NamesrvAddrs = nsVia
+				o.AddrsrvURLs = nil
+				// A frozen process closes nothing: keep the broker from
+				// closing its name-server connections on a timeout (the
+				// name server would drop it at once), so it is expired by
+				// silence, as after SIGSTOP.
+				o.NamesrvTimeout = time.Minute
+			}
+		},
+	})
+	testutil.NoError(t, err, "devcluster.Start")
+	t.Cleanup(func() { c.Close() })
+
+	var proxies []*testutil.Proxy
+	newProxy := func(target string) *testutil.Proxy {
+		p, err := testutil.NewProxy(c.Host(1)+":0", target)
+		testutil.NoError(t, err)
+		t.Cleanup(func() { p.Close() }) // before c.Close: cleanups run last-in first-out
+		proxies = append(proxies, p)
+		return p
+	}
+	var via []string
+	for _, ns := range c.NamesrvAddrs() {
+		via = append(via, newProxy(ns).Addr())
+	}
+	mu.Lock()
+	nsVia = via
+	mu.Unlock()
+	c.StopBroker(1)
+	testutil.NoError(t, c.StartBroker(1), "restart idc1's broker behind proxies")
+	testutil.NoError(t, c.WaitRegistered(ctx), "WaitRegistered")
+	clientProxy := newProxy(c.BrokerAddr(1))
+
+	// Every client reaches idc1's broker through clientProxy.
+	config := func(n int) client.ClientConfig {
+		dc := newDialCounter(c.Host(n))
+		dc.redirect(c.BrokerAddr(1), clientProxy.Addr())
+		cc := clientConfig(c, n)
+		cc.Dial = dc.dial
+		return cc
+	}
+
+	const topic, group = "HangTakeover", "hangTakeoverGroup"
+	createTopic(t, c, topic, 4)
+	rec := newRecorder()
+	c1 := newConsumer(t, config(1), group, topic, rec.handler("c1"))
+	c2 := newConsumer(t, config(2), group, topic, rec.handler("c2"))
+	b1, b2 := devcluster.BrokerName(1), devcluster.BrokerName(2)
+	testutil.Eventually(t, 15*time.Second, func() error {
+		if n := len(queuesOf(c1, topic, b1)); n != 4 {
+			return fmt.Errorf("c1 holds %d of %s's queues", n, b1)
+		}
+		if n := len(queuesOf(c2, topic, b2)); n != 4 {
+			return fmt.Errorf("c2 holds %d of %s's queues", n, b2)
+		}
+		return nil
+	})
+	p := newProducer(t, config(1))
+	pre, _ := sendN(t, p, topic, "pre", 8)
+	rec.waitAll(t, pre, 15*time.Second)
+
+	// Hang.
+	for _, px := range proxies {
+		px.Blackhole(true)
+	}
+	t0 := time.Now()
+	moved := make(chan time.Duration, 1)
+	go func() {
+		for time.Since(t0) < 30*time.Second {
+			if len(queuesOf(c1, topic, b2)) > 0 {
+				moved <- time.Since(t0)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	var during []string
+	for i := 0; i < 20; i++ {
+		key := fmt.Sprintf("during-%d", i)
+		res, err := p.SendSync(context.Background(), &client.Message{Topic: topic, Keys: []string{key}, Body: []byte(key)})
+		testutil.NoError(t, err, "send during the hang")
+		testutil.Equal(t, res.IDC, "idc2", "IDC storing "+key)
+		during = append(during, key)
+	}
+	sendsTook := time.Since(t0)
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if len(queuesOf(c1, topic, b2)) == 0 {
+			return fmt.Errorf("idc1's consumer holds none of %s's queues (it holds %v)", b2, sortedQueues(c1.Queues()))
+		}
+		return nil
+	})
+	t.Logf("broker hang: %d sends took %v; idc1's consumer holds %s's queues %v after the hang began", len(during), sendsTook, b2, <-moved)
+	rec.waitAll(t, during, 20*time.Second)
+	t.Logf("broker hang: all %d messages sent during the hang consumed %v after it began", len(during), time.Since(t0))
+}
