@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,24 +21,6 @@ import (
 	"github.com/zonemq/zonemq/internal/addrsrv"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
-
-// addrsrvLogBuffer is a bytes.Buffer safe for a logger and a test to share.
-type addrsrvLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *addrsrvLogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *addrsrvLogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var addrsrvListeningRE = regexp.MustCompile(`msg="address server listening" .*addr=(\S+)`)
 
@@ -134,7 +115,7 @@ func TestAddrsrvCmdRunAndStop(t *testing.T) {
 	dead := addrsrvDeadAddr(t, "127.0.1.1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stderr := &addrsrvLogBuffer{}
+	stderr := &cliBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- runAddrsrv(ctx, []string{"--listen", "127.0.1.1:0", "--idc", "idc1",
@@ -203,7 +184,7 @@ func TestAddrsrvCmdSignal(t *testing.T) {
 	})
 
 	listening := make(chan string, 1)
-	var logs addrsrvLogBuffer
+	var logs cliBuffer
 	go func() {
 		sc := bufio.NewScanner(stderrPipe)
 		for sc.Scan() {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,24 +21,6 @@ import (
 )
 
 var brokerListeningRE = regexp.MustCompile(`broker listening on (\S+) idc=(\S+) name=(\S+)`)
-
-// brokerSafeBuffer is a bytes.Buffer a running command and a test share.
-type brokerSafeBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *brokerSafeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *brokerSafeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // brokerDeadAddr returns an address on ip that nothing listens on.
 func brokerDeadAddr(t *testing.T, ip string) string {
@@ -53,7 +33,7 @@ func brokerDeadAddr(t *testing.T, ip string) string {
 }
 
 func TestBrokerCmdHelp(t *testing.T) {
-	var stderr brokerSafeBuffer
+	var stderr cliBuffer
 	_, err := parseBrokerArgs([]string{"--help"}, &stderr)
 	testutil.True(t, errors.Is(err, flag.ErrHelp), "--help returns flag.ErrHelp", err)
 	help := stderr.String()
@@ -90,27 +70,27 @@ func TestBrokerCmdUsageErrors(t *testing.T) {
 		{append(base, "--flush", "sometimes"), "--flush"},
 		{append(base, "--bogus"), "bogus"},
 	} {
-		_, err := parseBrokerArgs(tc.args, &brokerSafeBuffer{})
+		_, err := parseBrokerArgs(tc.args, &cliBuffer{})
 		var ue *usageError
 		testutil.True(t, errors.As(err, &ue), "usage error for", tc.args, err)
 		testutil.True(t, strings.Contains(err.Error(), tc.want), "error names", tc.want, err)
 	}
 	// An option New rejects is a usage error too.
-	var stderr brokerSafeBuffer
-	err := runBroker(context.Background(), append(base, "--name", "bad name!"), &brokerSafeBuffer{}, &stderr)
+	var stderr cliBuffer
+	err := runBroker(context.Background(), append(base, "--name", "bad name!"), &cliBuffer{}, &stderr)
 	var ue *usageError
 	testutil.True(t, errors.As(err, &ue) && strings.Contains(err.Error(), "--name"), "bad --name is a usage error", err)
 	for _, tc := range [][2]string{
 		{"--message-delay-level", "1s 5x"},
 		{"--transaction-check-max", "-1"},
 	} {
-		err := runBroker(context.Background(), append(base, tc[0], tc[1]), &brokerSafeBuffer{}, &brokerSafeBuffer{})
+		err := runBroker(context.Background(), append(base, tc[0], tc[1]), &cliBuffer{}, &cliBuffer{})
 		testutil.True(t, errors.As(err, &ue) && strings.Contains(err.Error(), tc[0]), "bad "+tc[0]+" is a usage error naming it", err)
 	}
 }
 
 func TestBrokerCmdConfigExample(t *testing.T) {
-	ba, err := parseBrokerArgs([]string{"--config", "../../contrib/broker.conf.example"}, &brokerSafeBuffer{})
+	ba, err := parseBrokerArgs([]string{"--config", "../../contrib/broker.conf.example"}, &cliBuffer{})
 	testutil.NoError(t, err, "parsing contrib/broker.conf.example")
 	o := ba.opts
 	testutil.Equal(t, o.Listen, "127.0.1.1:10911", "listen")
@@ -137,7 +117,7 @@ func TestBrokerCmdConfigExample(t *testing.T) {
 	testutil.Equal(t, o.Flush, flush, "flush")
 
 	// The command line wins over the file.
-	ba, err = parseBrokerArgs([]string{"--config", "../../contrib/broker.conf.example", "--idc", "idc2", "--flush", "sync"}, &brokerSafeBuffer{})
+	ba, err = parseBrokerArgs([]string{"--config", "../../contrib/broker.conf.example", "--idc", "idc2", "--flush", "sync"}, &cliBuffer{})
 	testutil.NoError(t, err, "parsing with overrides")
 	testutil.Equal(t, ba.opts.IDC, "idc2", "flag over config")
 	flush, _ = broker.ParseFlushMode("sync")
@@ -169,7 +149,7 @@ transactionTimeOut = 3000
 transactionCheckMax = 5
 idc = idc1
 `), 0o644)
-	ba, err := parseBrokerArgs([]string{"--config", conf}, &brokerSafeBuffer{})
+	ba, err := parseBrokerArgs([]string{"--config", conf}, &cliBuffer{})
 	testutil.NoError(t, err, "parsing a RocketMQ broker.conf")
 	o := ba.opts
 	testutil.Equal(t, o.Cluster, "ZoneCluster", "brokerClusterName")
@@ -193,7 +173,7 @@ idc = idc1
 
 	// A flag on the command line beats the converted key.
 	ba, err = parseBrokerArgs([]string{"--config", conf, "--listen", "127.0.1.1:0", "--file-reserved-time", "1h",
-		"--transaction-timeout", "1s", "--message-delay-level", "9s"}, &brokerSafeBuffer{})
+		"--transaction-timeout", "1s", "--message-delay-level", "9s"}, &cliBuffer{})
 	testutil.NoError(t, err, "parsing with overrides")
 	testutil.Equal(t, ba.opts.Listen, "127.0.1.1:0", "--listen over listenPort")
 	testutil.Equal(t, ba.opts.FileReservedTime, time.Hour, "--file-reserved-time over fileReservedTime")
@@ -201,12 +181,12 @@ idc = idc1
 	testutil.Equal(t, ba.opts.MessageDelayLevel, "9s", "--message-delay-level over messageDelayLevel")
 
 	os.WriteFile(conf, []byte("transactionTimeOut=6s\nidc=idc1\nbrokerName=b\nstorePathRootDir=/tmp/x\nnamesrvAddr=127.0.1.1:9876\n"), 0o644)
-	_, err = parseBrokerArgs([]string{"--config", conf}, &brokerSafeBuffer{})
+	_, err = parseBrokerArgs([]string{"--config", conf}, &cliBuffer{})
 	testutil.True(t, err != nil && strings.Contains(err.Error(), "transactionTimeOut") && strings.Contains(err.Error(), "milliseconds"),
 		"transactionTimeOut is in ms", err)
 
 	os.WriteFile(conf, []byte("brokerRole=SLAVE\nidc=idc1\nbrokerName=b\nstorePathRootDir=/tmp/x\nnamesrvAddr=127.0.1.1:9876\n"), 0o644)
-	_, err = parseBrokerArgs([]string{"--config", conf}, &brokerSafeBuffer{})
+	_, err = parseBrokerArgs([]string{"--config", conf}, &cliBuffer{})
 	testutil.True(t, err != nil && strings.Contains(err.Error(), "masters only"), "a slave role is refused", err)
 }
 
@@ -215,7 +195,7 @@ idc = idc1
 func TestBrokerCmdRunAndStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr := &brokerSafeBuffer{}, &brokerSafeBuffer{}
+	stdout, stderr := &cliBuffer{}, &cliBuffer{}
 	data := filepath.Join(t.TempDir(), "new", "dir")
 	done := make(chan error, 1)
 	go func() {
@@ -257,7 +237,7 @@ func TestBrokerCmdSignal(t *testing.T) {
 	cmd.Env = append(os.Environ(), "ZONEMQ_BROKER_CHILD=1")
 	stdoutPipe, err := cmd.StdoutPipe()
 	testutil.NoError(t, err, "stdout pipe")
-	var logs brokerSafeBuffer
+	var logs cliBuffer
 	cmd.Stderr = &logs
 	testutil.NoError(t, cmd.Start(), "start child")
 	t.Cleanup(func() {

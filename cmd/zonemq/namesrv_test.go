@@ -14,31 +14,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/testutil"
 )
-
-// namesrvSafeBuffer is a bytes.Buffer a running command and a test share.
-type namesrvSafeBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *namesrvSafeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *namesrvSafeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 var namesrvListeningRE = regexp.MustCompile(`namesrv listening on (\S+) idc=(\S+)`)
 
@@ -165,7 +146,7 @@ func TestNamesrvCmdConfigExample(t *testing.T) {
 func TestNamesrvCmdRunAndStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, stderr := &namesrvSafeBuffer{}, &namesrvSafeBuffer{}
+	stdout, stderr := &cliBuffer{}, &cliBuffer{}
 	kv := filepath.Join(t.TempDir(), "kvConfig.json")
 	done := make(chan error, 1)
 	go func() {
@@ -217,7 +198,7 @@ func TestNamesrvCmdSignal(t *testing.T) {
 	cmd.Env = append(os.Environ(), "ZONEMQ_NAMESRV_CHILD=1")
 	stdoutPipe, err := cmd.StdoutPipe()
 	testutil.NoError(t, err, "stdout pipe")
-	var logs namesrvSafeBuffer
+	var logs cliBuffer
 	cmd.Stderr = &logs
 	testutil.NoError(t, cmd.Start(), "start child")
 	t.Cleanup(func() {
