@@ -131,7 +131,7 @@ func (s *Store) put(ctx context.Context, ms []*protocol.MessageExt) (PutResult, 
 	}
 	end := base + int64(len(buf))
 
-	res := PutResult{Status: PutOK, QueueOffset: q0, CommitLogOffset: base, StoreTimestamp: ts, Count: len(ms)}
+	res := PutResult{Status: PutOK, QueueOffset: q0, CommitLogOffset: base, End: end, StoreTimestamp: ts, Count: len(ms)}
 	var ids strings.Builder
 	for i, m := range ms {
 		m.QueueOffset = q0 + int64(i)

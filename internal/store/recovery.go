@@ -626,8 +626,13 @@ func (r *recoveryScan) dispatch(g *segment, m *protocol.MessageExt, pos int64, s
 
 // dropEntriesPast truncates every consume queue before its first entry whose
 // record ends past the end of the log, logging what it dropped.
-func (r *recoveryScan) dropEntriesPast(end int64) error {
-	for _, q := range r.s.allQueues() {
+func (r *recoveryScan) dropEntriesPast(end int64) error { return r.s.dropQueueEntriesPast(end) }
+
+// dropQueueEntriesPast truncates every consume queue before its first entry
+// whose record ends past end, logging what it dropped. Caller holds putMu
+// or runs recovery.
+func (s *Store) dropQueueEntriesPast(end int64) error {
+	for _, q := range s.allQueues() {
 		if q.lastPhysEnd <= end {
 			continue
 		}
@@ -648,7 +653,7 @@ func (r *recoveryScan) dropEntriesPast(end int64) error {
 		if err := q.truncateTo(lo); err != nil {
 			return err
 		}
-		r.s.log.Warn("consume queue: dropped entries pointing past the end of the commit log",
+		s.log.Warn("consume queue: dropped entries pointing past the end of the commit log",
 			"topic", q.topic, "queue", q.queueID, "fromOffset", lo, "toOffset", maxOff, "entries", maxOff-lo, "commitLogEnd", end)
 	}
 	return nil

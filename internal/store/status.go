@@ -30,6 +30,7 @@ type PutResult struct {
 	Status          PutStatus
 	QueueOffset     int64  // first queue offset assigned
 	CommitLogOffset int64  // physical offset of the (first) record
+	End             int64  // physical offset just past the last record (what replicas must hold)
 	MsgID           string // offset message id(s); comma-joined for a batch
 	StoreTimestamp  int64  // ms
 	Count           int    // records written
