@@ -99,9 +99,6 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 		t.removeFromClusterLocked(bd.Cluster, h.BrokerName)
 		bd.Cluster = h.ClusterName
 	}
-	if h.ZoneName != "" {
-		bd.ZoneName = h.ZoneName
-	}
 	bd.EnableActingMaster = h.EnableActingMaster
 
 	// A slave promoted to master (or the reverse) re-registers its address
@@ -109,12 +106,22 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 	for id, addr := range bd.BrokerAddrs {
 		if addr == h.BrokerAddr && id != h.BrokerID {
 			delete(bd.BrokerAddrs, id)
+			delete(bd.BrokerAddrZones, id)
 		}
 	}
 	if bd.BrokerAddrs[h.BrokerID] != h.BrokerAddr {
 		res.first = true
 	}
 	bd.BrokerAddrs[h.BrokerID] = h.BrokerAddr
+	// Each address keeps its own IDC: a group's replicas may sit in
+	// different IDCs, and the group's zoneName follows its master.
+	if h.ZoneName != "" {
+		if bd.BrokerAddrZones == nil {
+			bd.BrokerAddrZones = map[int64]string{}
+		}
+		bd.BrokerAddrZones[h.BrokerID] = h.ZoneName
+		bd.RefreshZoneName()
+	}
 
 	live := t.brokerLiveTable[h.BrokerAddr]
 	if live == nil {
@@ -254,12 +261,18 @@ func (t *routeTable) removeBrokerAddrLocked(addr, brokerName, reason string) (re
 	}
 	for id, a := range bd.BrokerAddrs {
 		if a == addr {
+			rm.zoneName = bd.AddrZone(id)
 			delete(bd.BrokerAddrs, id)
+			delete(bd.BrokerAddrZones, id)
 			rm.brokerID = id
 			found = true
 		}
 	}
-	rm.clusterName, rm.zoneName = bd.Cluster, bd.ZoneName
+	if rm.zoneName == "" {
+		rm.zoneName = bd.ZoneName
+	}
+	bd.RefreshZoneName()
+	rm.clusterName = bd.Cluster
 	if len(bd.BrokerAddrs) > 0 {
 		return rm, found
 	}
@@ -417,6 +430,7 @@ func (t *routeTable) route(topic string) (*protocol.TopicRouteData, bool) {
 		r.QueueDatas = append(r.QueueDatas, qmap[name])
 		c := *bd
 		c.BrokerAddrs = maps.Clone(bd.BrokerAddrs)
+		c.BrokerAddrZones = maps.Clone(bd.BrokerAddrZones)
 		r.BrokerDatas = append(r.BrokerDatas, c)
 		for _, addr := range bd.BrokerAddrs {
 			if fs := t.filterServerTable[addr]; len(fs) > 0 {
@@ -444,6 +458,7 @@ func (t *routeTable) clusterInfo() *protocol.ClusterLiveInfo {
 	for name, bd := range t.brokerAddrTable {
 		c := *bd
 		c.BrokerAddrs = maps.Clone(bd.BrokerAddrs)
+		c.BrokerAddrZones = maps.Clone(bd.BrokerAddrZones)
 		ci.BrokerAddrTable[name] = c
 	}
 	for cluster, names := range t.clusterAddrTable {

@@ -47,9 +47,11 @@ func TestNamesrvRegisterTwoIDCs(t *testing.T) {
 		testutil.Equal(t, routeBrokers(r), "broker-a@idc1=4 broker-b@idc2=8", "route from "+ns)
 		want := []protocol.BrokerData{
 			{Cluster: "DefaultCluster", BrokerName: "broker-a", ZoneName: "idc1",
-				BrokerAddrs: map[int64]string{0: "127.0.1.1:10911", 1: "127.0.1.1:10921"}},
+				BrokerAddrs:     map[int64]string{0: "127.0.1.1:10911", 1: "127.0.1.1:10921"},
+				BrokerAddrZones: map[int64]string{0: "idc1", 1: "idc1"}},
 			{Cluster: "DefaultCluster", BrokerName: "broker-b", ZoneName: "idc2",
-				BrokerAddrs: map[int64]string{0: "127.0.2.1:10911"}},
+				BrokerAddrs:     map[int64]string{0: "127.0.2.1:10911"},
+				BrokerAddrZones: map[int64]string{0: "idc2"}},
 		}
 		if !reflect.DeepEqual(r.BrokerDatas, want) {
 			t.Fatalf("brokerDatas from %s:\n got %+v\nwant %+v", ns, r.BrokerDatas, want)

@@ -60,6 +60,13 @@ var headerTypes = []protocol.Header{
 	&protocol.GetTopicsByClusterRequestHeader{},
 	&protocol.QueryDataVersionRequestHeader{},
 	&protocol.QueryDataVersionResponseHeader{},
+	// replication.go
+	&protocol.ReplicaHelloRequestHeader{},
+	&protocol.ReplicaHelloResponseHeader{},
+	&protocol.ReplicaFetchRequestHeader{},
+	&protocol.ReplicaFetchResponseHeader{},
+	&protocol.ReplicaSwitchRequestHeader{},
+	&protocol.ReplicaPromoteRequestHeader{},
 }
 
 // fillVariant says how fillHeader sets numbers and booleans; strings are

@@ -43,6 +43,38 @@ type BrokerData struct {
 	BrokerAddrs        map[int64]string `json:"brokerAddrs"`
 	ZoneName           string           `json:"zoneName,omitempty"`
 	EnableActingMaster bool             `json:"enableActingMaster"`
+	// BrokerAddrZones is zonemq's own: the IDC of each address, by broker
+	// id, since a group's replicas may live in different IDCs. ZoneName is
+	// then the master's IDC (or, with no master, the lowest id's). Stock
+	// clients ignore the field.
+	BrokerAddrZones map[int64]string `json:"brokerAddrZones,omitempty"`
+}
+
+// AddrZone returns the IDC of broker id's address: its BrokerAddrZones
+// entry, or ZoneName when the name server did not send one.
+func (b *BrokerData) AddrZone(id int64) string {
+	if z, ok := b.BrokerAddrZones[id]; ok && z != "" {
+		return z
+	}
+	return b.ZoneName
+}
+
+// RefreshZoneName sets ZoneName from BrokerAddrZones: the master's IDC, or
+// the lowest id's when there is no master. It leaves ZoneName alone when no
+// address has a zone.
+func (b *BrokerData) RefreshZoneName() {
+	best := int64(-1)
+	for id, z := range b.BrokerAddrZones {
+		if _, ok := b.BrokerAddrs[id]; !ok || z == "" {
+			continue
+		}
+		if best < 0 || id < best {
+			best = id
+		}
+	}
+	if best >= 0 {
+		b.ZoneName = b.BrokerAddrZones[best]
+	}
 }
 
 // MasterAddr returns the master's address, or "" if there is none.
