@@ -15,15 +15,20 @@ import (
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
-// SendStatus is how a broker stored a message. Every status means the
-// message was stored; the non-OK ones say a flush or replication did not
-// finish in time (RocketMQ's SendStatus).
+// SendStatus is how a broker stored a message (RocketMQ's SendStatus).
+// Every status a SendResult carries means the message was stored.
 type SendStatus int
 
 // Send statuses.
 const (
 	SendOK SendStatus = iota
+	// SendFlushDiskTimeout: stored, but a sync-flush broker's fsync did
+	// not finish in time.
 	SendFlushDiskTimeout
+	// SendFlushSlaveTimeout and SendSlaveNotAvailable name RocketMQ's
+	// replica statuses. The SDK never returns them in a SendResult: a
+	// message its group could not copy is not acknowledged, so the send
+	// is retried on another broker (or fails with a *ResponseError).
 	SendFlushSlaveTimeout
 	SendSlaveNotAvailable
 )
@@ -406,13 +411,8 @@ func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*Sen
 		BrokerAddr:  addr,
 		IDC:         q.broker.idc,
 	}
-	switch code {
-	case protocol.FlushDiskTimeout:
+	if code == protocol.FlushDiskTimeout {
 		res.Status = SendFlushDiskTimeout
-	case protocol.FlushSlaveTimeout:
-		res.Status = SendFlushSlaveTimeout
-	case protocol.SlaveNotAvailable:
-		res.Status = SendSlaveNotAvailable
 	}
 	if v, err := strconv.Atoi(resp.Ext("queueId")); err == nil {
 		res.Queue.QueueID = v

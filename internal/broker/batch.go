@@ -89,11 +89,10 @@ func (s *Server) sendBatch(ctx context.Context, req *remoting.Command, h *protoc
 			Properties:     it.properties,
 		}
 	}
-	res, err := s.store.PutMessages(ctx, ms)
+	res, err := s.putMessages(ctx, ms)
 	if err != nil {
 		return s.putErrorResponse(req, h.Topic, err)
 	}
-	s.putCount.Add(int64(len(ms)))
 	msgID := res.MsgID
 	if strings.Count(msgID, ",") != len(ms)-1 {
 		// The store returned one id; build one per record from the offsets

@@ -97,6 +97,12 @@ type Server struct {
 	putCount  atomic.Int64
 	pullCount atomic.Int64
 
+	// repl is the broker's part in its group: role, epochs, replicas
+	// (replication*.go). writesInFlight counts puts between the role check
+	// and the store, so a switchover can wait them out.
+	repl           *replication
+	writesInFlight atomic.Int64
+
 	// Seams filled by registerExtraHandlers (see the package comment).
 	extra              extraServices
 	schedule           func(ctx context.Context, m *protocol.MessageExt, delayLevel int) (store.PutResult, error)
@@ -171,7 +177,12 @@ func New(opts Options) (*Server, error) {
 	sopts.MaxMessageSize = opts.MaxMessageSize
 	sopts.StoreHost = host
 	sopts.Logger = s.logger
-	sopts.OnArrive = s.pulls.notify
+	sopts.OnArrive = func(topic string, queueID int32, maxOffset int64) {
+		s.pulls.notify(topic, queueID, maxOffset)
+		if s.repl != nil {
+			s.repl.notifyData()
+		}
+	}
 	st, err := store.Open(sopts)
 	if err != nil {
 		cancel()
@@ -186,6 +197,9 @@ func New(opts Options) (*Server, error) {
 		if s.namesrvs != nil {
 			s.namesrvs.close()
 		}
+		if s.repl != nil && s.repl.client != nil {
+			s.repl.client.Close()
+		}
 		st.Close()
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -195,6 +209,10 @@ func New(opts Options) (*Server, error) {
 	if s.groups, err = loadSubscriptionGroupTable(st, s.logger); err != nil {
 		return fail(err)
 	}
+	if s.repl, err = newReplication(s); err != nil {
+		return fail(err)
+	}
+	s.repl.client = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger})
 	s.namesrvs = newRegistrar(s)
 	s.namesrvs.setAddrs(opts.NamesrvAddrs, nil)
 
@@ -222,9 +240,17 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("broker: Run called twice or after Shutdown")
 	}
 	s.running = true
+	if err := s.repl.start(s.ctx); err != nil {
+		s.mu.Unlock()
+		s.Shutdown()
+		return fmt.Errorf("broker: %w", err)
+	}
 	go func() { serveErr <- s.remoting.Serve() }()
 	s.goLoop(s.notifyLoop)
 	s.goLoop(s.expiryLoop)
+	s.goLoop(s.repl.replicaLoop)
+	s.goLoop(s.repl.metaLoop)
+	s.goLoop(s.repl.isrLoop)
 	if len(s.opts.AddrsrvURLs) > 0 {
 		s.goLoop(s.addrsrvLoop)
 	}
@@ -233,7 +259,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.namesrvs.start()
 	s.mu.Unlock()
-	s.logger.Info("broker serving", "cluster", s.opts.Cluster, "id", s.opts.BrokerID, "data", s.opts.DataDir,
+	s.logger.Info("broker serving", "cluster", s.opts.Cluster, "id", s.opts.BrokerID, "master", s.isMaster(),
+		"replication", s.opts.Replication, "data", s.opts.DataDir,
 		"namesrvs", s.opts.NamesrvAddrs, "addrsrvs", s.opts.AddrsrvURLs)
 
 	var err error
@@ -305,6 +332,7 @@ func (s *Server) Shutdown() {
 		fn()
 	}
 	s.namesrvs.close()
+	s.repl.client.Close()
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing the store", "err", err)
 	}
@@ -361,6 +389,7 @@ func (s *Server) registerHandlers() {
 	s.handle(protocol.QueryMessage, s.handleQueryMessage)
 	s.handle(protocol.ViewMessageByID, s.handleViewMessageByID)
 	s.handle(protocol.GetBrokerRuntimeInfo, s.handleGetBrokerRuntimeInfo)
+	s.registerReplicationHandlers()
 }
 
 // advertisedAddr turns the bound address into the one clients dial: an

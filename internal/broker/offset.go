@@ -65,6 +65,7 @@ func (s *Server) handleUpdateConsumerOffset(ctx context.Context, c *remoting.Con
 		return errorf(req, protocol.InvalidParameter, "UPDATE_CONSUMER_OFFSET: commitOffset %d is negative", h.CommitOffset)
 	}
 	s.store.CommitOffset(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+	s.noteOffsetCommit(h.ConsumerGroup, h.Topic, h.QueueID)
 	return success(req, nil, nil)
 }
 

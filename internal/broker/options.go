@@ -28,8 +28,9 @@ type Options struct {
 	IDC string
 	// BrokerName names the broker (a master and its slaves share it).
 	BrokerName string
-	// BrokerID is 0 for a master. zonemq runs masters only; the id is
-	// registered as given.
+	// BrokerID is 0 for the group's master and 1..n for its replicas
+	// (brokerId). A switchover may change the role later; the data
+	// directory remembers it (docs/replication.md).
 	BrokerID int64
 	// Cluster is the cluster the broker registers in (default DefaultCluster).
 	Cluster string
@@ -97,6 +98,30 @@ type Options struct {
 	// is discarded (15, transactionCheckMax).
 	TransactionCheckMax int
 
+	// Replication is how a master acknowledges sends when its group has
+	// replicas: ReplicationAsync (after its own write; replicas follow) or
+	// ReplicationSync (after every in-sync replica holds the message too,
+	// each per its own flush mode, and at least MinInsyncReplicas copies
+	// exist). Default async. --replication.
+	Replication string
+	// MinInsyncReplicas is, in sync mode, the fewest copies (the master
+	// counted) that must hold a message for it to be acknowledged; with
+	// fewer in sync, sends are refused with SLAVE_NOT_AVAILABLE before
+	// anything is stored. Default 1: every in-sync replica must confirm,
+	// and a master whose replicas all left keeps accepting writes alone;
+	// 2 refuses writes instead. --min-insync-replicas.
+	MinInsyncReplicas int
+	// ReplicaAckTimeout bounds a sync send's wait for its replicas (3 s);
+	// past it the send is answered FLUSH_SLAVE_TIMEOUT (not acknowledged).
+	ReplicaAckTimeout time.Duration
+	// ReplicaLagMax is how long a replica may stay behind the master's end
+	// before it leaves the in-sync set (3 s). A replica whose connection
+	// closes leaves at once.
+	ReplicaLagMax time.Duration
+	// MasterAddr is, on a replica, the master's address. Empty: learn it
+	// from the name servers (the group's id-0 address). --master-addr.
+	MasterAddr string
+
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -125,6 +150,11 @@ func NewOptions() Options {
 		TransactionCheckInterval: 30 * time.Second,
 		TransactionTimeout:       6 * time.Second,
 		TransactionCheckMax:      15,
+
+		Replication:       ReplicationAsync,
+		MinInsyncReplicas: 1,
+		ReplicaAckTimeout: 3 * time.Second,
+		ReplicaLagMax:     3 * time.Second,
 	}
 }
 
@@ -183,6 +213,18 @@ func (o *Options) validate() error {
 	} else if o.TransactionCheckMax == 0 {
 		o.TransactionCheckMax = def.TransactionCheckMax
 	}
+	switch o.Replication {
+	case "":
+		o.Replication = def.Replication
+	case ReplicationAsync, ReplicationSync:
+	default:
+		bad("Replication (--replication) is %q; it must be %s or %s", o.Replication, ReplicationAsync, ReplicationSync)
+	}
+	if o.MinInsyncReplicas < 0 {
+		bad("MinInsyncReplicas (--min-insync-replicas) is %d; it must be ≥ 1", o.MinInsyncReplicas)
+	} else if o.MinInsyncReplicas == 0 {
+		o.MinInsyncReplicas = def.MinInsyncReplicas
+	}
 	fill := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -197,6 +239,8 @@ func (o *Options) validate() error {
 	fill(&o.LockLease, def.LockLease)
 	fill(&o.TransactionCheckInterval, def.TransactionCheckInterval)
 	fill(&o.TransactionTimeout, def.TransactionTimeout)
+	fill(&o.ReplicaAckTimeout, def.ReplicaAckTimeout)
+	fill(&o.ReplicaLagMax, def.ReplicaLagMax)
 	if o.SegmentSize == 0 {
 		o.SegmentSize = def.SegmentSize
 	}

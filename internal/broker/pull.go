@@ -74,6 +74,7 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 		// UPDATE_CONSUMER_OFFSET requests still set any value (resets).
 		if cur, ok := s.store.QueryOffset(h.ConsumerGroup, h.Topic, h.QueueID); !ok || h.CommitOffset > cur {
 			s.store.CommitOffset(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+			s.noteOffsetCommit(h.ConsumerGroup, h.Topic, h.QueueID)
 		}
 	}
 	n := int(h.MaxMsgNums)

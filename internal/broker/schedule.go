@@ -203,6 +203,11 @@ func (d *scheduleService) deliverLoop(ctx context.Context) {
 // of the first one that is not due yet, idle when none is left, or a retry
 // time after a failure.
 func (d *scheduleService) deliverLevel(ctx context.Context, i int, now int64) int64 {
+	if !d.s.isMaster() {
+		// A replica delivers nothing: its master does, and the delivered
+		// messages reach the replica through the log.
+		return now + 500
+	}
 	queueID := int32(i)
 	delay := d.levels[i].Milliseconds()
 	for ctx.Err() == nil {

@@ -50,6 +50,10 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 	if batch && strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix) {
 		return errorf(req, protocol.MessageIllegal, "batches cannot be sent to retry topic %s", h.Topic)
 	}
+	if !s.isMaster() {
+		// Before checkSend, which may create the topic.
+		return s.putErrorResponse(req, h.Topic, errNotMaster)
+	}
 	queueID, resp := s.checkSend(req, &h)
 	if resp != nil {
 		return resp
@@ -176,11 +180,31 @@ func (s *Server) autoCreateTopic(req *remoting.Command, h *protocol.SendMessageR
 // queue). It is the send path's last step and the seam the retry, DLQ,
 // schedule and transaction services store through.
 func (s *Server) putMessage(ctx context.Context, m *protocol.MessageExt) (store.PutResult, error) {
-	res, err := s.store.PutMessage(ctx, m)
-	if err == nil {
-		s.putCount.Add(1)
+	ms := [1]*protocol.MessageExt{m}
+	return s.putMessages(ctx, ms[:])
+}
+
+// putMessages stores messages of one queue (a batch when more than one):
+// only on a master, and, in sync replication, acknowledged only once the
+// group's in-sync replicas hold them.
+func (s *Server) putMessages(ctx context.Context, ms []*protocol.MessageExt) (store.PutResult, error) {
+	s.writesInFlight.Add(1)
+	defer s.writesInFlight.Add(-1)
+	if err := s.repl.checkWritable(); err != nil {
+		return store.PutResult{}, err
 	}
-	return res, err
+	var res store.PutResult
+	var err error
+	if len(ms) == 1 {
+		res, err = s.store.PutMessage(ctx, ms[0])
+	} else {
+		res, err = s.store.PutMessages(ctx, ms)
+	}
+	if err != nil {
+		return res, err
+	}
+	s.putCount.Add(int64(len(ms)))
+	return res, s.repl.waitReplicas(ctx, res.End)
 }
 
 // putErrorResponse maps a store error to the code clients act on.
@@ -196,6 +220,16 @@ func (s *Server) putErrorResponse(req *remoting.Command, topic string, err error
 		return errorf(req, protocol.MessageIllegal, "%v", err)
 	case errors.Is(err, store.ErrClosed):
 		return errorf(req, protocol.ServiceNotAvailable, "broker %s is shutting down", s.opts.BrokerName)
+	case errors.Is(err, errNotMaster):
+		return errorf(req, protocol.ServiceNotAvailable, "broker %s at %s is a replica (id %d): send to its master",
+			s.opts.BrokerName, s.addr, s.repl.regID.Load())
+	case errors.Is(err, errWritesPaused):
+		return errorf(req, protocol.ServiceNotAvailable, "broker %s is handing over to a new master: send to another broker", s.opts.BrokerName)
+	case errors.Is(err, errTooFewReplicas):
+		return errorf(req, protocol.SlaveNotAvailable, "broker %s refuses the message, nothing was stored: %v", s.opts.BrokerName, err)
+	case errors.Is(err, errReplicaTimeout):
+		return errorf(req, protocol.FlushSlaveTimeout, "broker %s stored the message but its replicas did not confirm it, so it is not acknowledged: %v",
+			s.opts.BrokerName, err)
 	}
 	s.logger.Error("storing a message failed", "topic", topic, "err", err)
 	return errorf(req, protocol.SystemError, "storing the message on broker %s failed", s.opts.BrokerName)

@@ -33,6 +33,9 @@ func (t *transactionService) checkLoop(ctx context.Context) {
 // CHECK_IMMUNITY_TIME_IN_SECONDS) wait, the others are checked once per
 // pass, and a message checked checkMax times is discarded.
 func (t *transactionService) checkPass(ctx context.Context, now time.Time) {
+	if !t.s.isMaster() {
+		return // the master checks; a replica only keeps the records
+	}
 	t.advance()
 	t.mu.Lock()
 	off := t.halfOffset

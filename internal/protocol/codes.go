@@ -179,17 +179,22 @@ func (c ResponseCode) String() string {
 // (or the same one later) may. It mirrors what RocketMQ producers retry on.
 func (c ResponseCode) Retryable() bool {
 	switch c {
-	case SystemError, SystemBusy, ServiceNotAvailable, NoPermission, TopicNotExist, FlowControl:
+	case SystemError, SystemBusy, ServiceNotAvailable, NoPermission, TopicNotExist, FlowControl,
+		SlaveNotAvailable, FlushSlaveTimeout:
+		// The replica codes: the group could not keep a second copy, so
+		// the message is not acknowledged; another group may take it.
 		return true
 	}
 	return false
 }
 
-// SendSucceeded reports whether a send response code means the message was
-// stored (RocketMQ counts the flush/slave timeouts as stored).
+// SendSucceeded reports whether a send response code acknowledges the
+// message. RocketMQ also counts the replica codes (FLUSH_SLAVE_TIMEOUT,
+// SLAVE_NOT_AVAILABLE) as stored; zonemq does not, since such a message
+// may exist on one copy only: the sender retries it on another broker.
 func (c ResponseCode) SendSucceeded() bool {
 	switch c {
-	case Success, FlushDiskTimeout, FlushSlaveTimeout, SlaveNotAvailable:
+	case Success, FlushDiskTimeout:
 		return true
 	}
 	return false

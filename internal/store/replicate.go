@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -332,4 +333,21 @@ func (s *Store) TruncateLog(to int64) error {
 	}
 	s.log.Warn("commit log truncated to follow the group's log", "from", to, "to", wp, "bytes", wp-to, "segmentsRemoved", len(later))
 	return s.checkpointLocked(true)
+}
+
+// AllOffsets returns a copy of every consumer offset, by group, topic and
+// queue (a master hands them to its replicas).
+func (s *Store) AllOffsets() map[string]map[string]map[int32]int64 {
+	t := s.offsets
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]map[string]map[int32]int64, len(t.table))
+	for g, topics := range t.table {
+		gt := make(map[string]map[int32]int64, len(topics))
+		for topic, queues := range topics {
+			gt[topic] = maps.Clone(queues)
+		}
+		out[g] = gt
+	}
+	return out
 }

@@ -1,0 +1,404 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+)
+
+// A broker group is the brokers that share a name: one master (registered
+// as id 0) and replicas (ids 1..n), each in any IDC. The master owns the
+// write position; every replica copies its commit log byte for byte over the
+// broker port (protocol.ReplicaHello/Fetch/SyncMeta, docs/replication.md)
+// and serves reads, so consumers keep reading a group whose master is gone.
+//
+// Epochs: every time a broker becomes master it starts a new epoch, recorded
+// with the log offset it starts at. A replica that returns tells the master
+// its last epoch and log end; the master answers where that epoch ended in
+// its own log, and the replica cuts anything past that point (a tail the
+// group never acknowledged) before it follows.
+
+// Replication modes (Options.Replication).
+const (
+	ReplicationAsync = "async"
+	ReplicationSync  = "sync"
+)
+
+// replicationStateMetadata is the store metadata name of the role and the
+// epoch history.
+const replicationStateMetadata = "replication"
+
+// replicationState is what survives a restart: the role (a switchover may
+// have changed it from what --id says), the id registered with the name
+// servers, and the epoch history of the log.
+type replicationState struct {
+	Master       bool                  `json:"master"`
+	RegisteredID int64                 `json:"registeredId"`
+	Epochs       []protocol.EpochEntry `json:"epochs"`
+}
+
+// Errors of the replicated send path; putErrorResponse maps them to codes.
+var (
+	// errNotMaster refuses a write on a replica.
+	errNotMaster = errors.New("broker: this broker is a replica")
+	// errTooFewReplicas refuses a sync send before storing it: fewer
+	// copies are in sync than MinInsyncReplicas.
+	errTooFewReplicas = errors.New("broker: too few in-sync replicas")
+	// errReplicaTimeout: the message is stored on the master but the
+	// in-sync replicas did not confirm it in time.
+	errReplicaTimeout = errors.New("broker: replicas did not confirm in time")
+	// errWritesPaused refuses writes while a switchover hands the group to
+	// another master.
+	errWritesPaused = errors.New("broker: writes paused for a switchover")
+)
+
+// replication is a broker's part in its group: its role, epochs, and on a
+// master the replicas it serves; on a replica the loops that follow the
+// master (replica.go).
+type replication struct {
+	s *Server
+
+	mu       sync.Mutex
+	state    replicationState
+	paused   bool   // master: writes refused during a switchover
+	follow   string // replica: the master's address, "" while unknown
+	roleGen  uint64 // bumped at every role change; loops restart on it
+	roleCh   chan struct{}
+	replicas map[int64]*replicaPeer // master: replicas by id
+
+	master atomic.Bool  // mirrors state.Master for the hot path
+	regID  atomic.Int64 // mirrors state.RegisteredID
+
+	// ackCh is closed (and replaced) whenever a replica's acknowledged
+	// offset or the in-sync set changes; sync sends wait on it.
+	ackMu sync.Mutex
+	ackCh chan struct{}
+	// dataCh is closed (and replaced) when the log grows while a fetch is
+	// parked; parked counts those fetches so puts skip the lock otherwise.
+	dataMu sync.Mutex
+	dataCh chan struct{}
+	parked atomic.Int32
+
+	// dirtyOffsets are consumer offsets committed on this broker while it
+	// was a replica, to be merged into the master's (never moving back).
+	dirtyMu      sync.Mutex
+	dirtyOffsets map[offsetKey]struct{}
+	metaVersions [2]protocol.DataVersion // topics, groups last applied from the master
+
+	client *remoting.Client // replica: connections to the master
+}
+
+// offsetKey names one consumer offset.
+type offsetKey struct {
+	group, topic string
+	queueID      int32
+}
+
+// replicaPeer is a master's view of one replica.
+type replicaPeer struct {
+	id       int64
+	addr     string
+	idc      string
+	conn     *remoting.Conn
+	acked    int64     // the replica's log end at its last fetch
+	caughtUp time.Time // last time acked reached the master's end
+	inSync   bool
+	lastSeen time.Time
+}
+
+// newReplication loads the role and epochs; a master starts a new epoch at
+// the end of its log.
+func newReplication(s *Server) (*replication, error) {
+	r := &replication{
+		s: s, replicas: map[int64]*replicaPeer{}, roleCh: make(chan struct{}),
+		ackCh: make(chan struct{}), dataCh: make(chan struct{}), dirtyOffsets: map[offsetKey]struct{}{},
+	}
+	found, err := s.store.LoadMetadata(replicationStateMetadata, &r.state)
+	if err != nil {
+		return nil, fmt.Errorf("loading the replication state: %w", err)
+	}
+	if !found {
+		r.state = replicationState{Master: s.opts.BrokerID == protocol.MasterID, RegisteredID: s.opts.BrokerID}
+	} else if r.state.Master != (s.opts.BrokerID == protocol.MasterID) {
+		s.logger.Warn("the data directory's role differs from --id (a switchover changed it); keeping the data directory's",
+			"master", r.state.Master, "registeredId", r.state.RegisteredID, "id", s.opts.BrokerID)
+	}
+	if r.state.Master {
+		r.state.RegisteredID = protocol.MasterID
+	}
+	if err := r.persistLocked(); err != nil {
+		return nil, err
+	}
+	r.master.Store(r.state.Master)
+	r.regID.Store(r.state.RegisteredID)
+	return r, nil
+}
+
+// start runs before the broker serves. A master first asks the name
+// servers whether its group already has another live master (a replica was
+// promoted while this one was down): then it steps down to follow it, so
+// the group never has two. Otherwise it begins a new epoch at the end of its
+// log.
+func (r *replication) start(ctx context.Context) error {
+	if !r.master.Load() {
+		return nil
+	}
+	if other, ids := r.liveGroup(ctx); other != "" {
+		id := int64(1)
+		for ids[id] {
+			id++
+		}
+		if r.s.opts.BrokerID != protocol.MasterID && !ids[r.s.opts.BrokerID] {
+			id = r.s.opts.BrokerID
+		}
+		r.s.logger.Warn("another broker of the group is master now; starting as its replica",
+			"master", other, "registeredId", id)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.follow = other
+		r.setRoleLocked(false, id)
+		return r.persistLocked()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.startEpochLocked(r.lastEpoch() + 1)
+	return r.persistLocked()
+}
+
+// liveGroup asks the name servers for this group's live master at another
+// address, and which ids the group's live brokers use.
+func (r *replication) liveGroup(ctx context.Context) (string, map[int64]bool) {
+	req := remoting.NewRequest(int32(protocol.GetBrokerClusterInfo), nil, nil)
+	ids := map[int64]bool{}
+	other := ""
+	for _, ns := range r.s.startupNamesrvs(ctx) {
+		ictx, cancel := context.WithTimeout(ctx, r.s.opts.NamesrvTimeout)
+		resp, err := r.s.namesrvs.client.Invoke(ictx, ns, req)
+		cancel()
+		if err != nil || resp.Code != int32(protocol.Success) {
+			continue
+		}
+		info, err := protocol.DecodeClusterLiveInfo(resp.Body)
+		if err != nil {
+			continue
+		}
+		bd, ok := info.BrokerAddrTable[r.s.opts.BrokerName]
+		if !ok {
+			continue
+		}
+		for id, a := range bd.BrokerAddrs {
+			if a == r.s.addr {
+				continue
+			}
+			if _, live := info.BrokerLiveTable[a]; !live {
+				continue
+			}
+			ids[id] = true
+			if id == protocol.MasterID {
+				other = a
+			}
+		}
+	}
+	return other, ids
+}
+
+// startEpochLocked records that epoch e writes the log from its current end.
+// Caller holds mu (or runs before the broker serves).
+func (r *replication) startEpochLocked(e int64) {
+	end := r.s.store.CommitLogMaxOffset()
+	// An epoch that wrote nothing is replaced rather than kept, so the
+	// history stays short across restarts of an idle master.
+	if n := len(r.state.Epochs); n > 0 && r.state.Epochs[n-1].StartOffset == end {
+		r.state.Epochs[n-1].Epoch = e
+	} else {
+		r.state.Epochs = append(r.state.Epochs, protocol.EpochEntry{Epoch: e, StartOffset: end})
+	}
+}
+
+func (r *replication) persistLocked() error {
+	if err := r.s.store.SaveMetadata(replicationStateMetadata, r.state); err != nil {
+		return fmt.Errorf("persisting the replication state: %w", err)
+	}
+	return nil
+}
+
+// lastEpoch is the newest epoch in the history (0 when empty).
+func (r *replication) lastEpoch() int64 {
+	if n := len(r.state.Epochs); n > 0 {
+		return r.state.Epochs[n-1].Epoch
+	}
+	return 0
+}
+
+// epoch returns the current epoch.
+func (r *replication) epoch() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastEpoch()
+}
+
+// epochs returns a copy of the history.
+func (r *replication) epochs() []protocol.EpochEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]protocol.EpochEntry(nil), r.state.Epochs...)
+}
+
+// epochOf returns the epoch that wrote the record just below end: the
+// newest entry starting before end (0 for an empty log).
+func epochOf(history []protocol.EpochEntry, end int64) int64 {
+	e := int64(0)
+	for _, h := range history {
+		if h.StartOffset < end {
+			e = h.Epoch
+		}
+	}
+	return e
+}
+
+// epochEnd returns where epoch e's part of the log ends according to
+// history (the start of the first later epoch, or logEnd for the current
+// one), and whether history covers e at all.
+func epochEnd(history []protocol.EpochEntry, e, logEnd int64) (int64, bool) {
+	covered := false
+	for _, h := range history {
+		if h.Epoch <= e {
+			covered = true
+			continue
+		}
+		return h.StartOffset, covered
+	}
+	return logEnd, covered
+}
+
+// isMaster reports whether the broker is its group's master now.
+func (s *Server) isMaster() bool { return s.repl.master.Load() }
+
+// roleChanged returns a channel closed at the next role change.
+func (r *replication) roleChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.roleCh
+}
+
+// setRoleLocked switches the role and wakes every loop that depends on it.
+// Caller holds mu.
+func (r *replication) setRoleLocked(master bool, regID int64) {
+	r.state.Master = master
+	r.state.RegisteredID = regID
+	r.master.Store(master)
+	r.regID.Store(regID)
+	r.roleGen++
+	close(r.roleCh)
+	r.roleCh = make(chan struct{})
+}
+
+// signalAcks wakes sync sends waiting for replicas.
+func (r *replication) signalAcks() {
+	r.ackMu.Lock()
+	close(r.ackCh)
+	r.ackCh = make(chan struct{})
+	r.ackMu.Unlock()
+}
+
+func (r *replication) ackChan() <-chan struct{} {
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	return r.ackCh
+}
+
+// notifyData wakes parked fetches; called by the store on every append, so
+// it costs one atomic load when no fetch is parked.
+func (r *replication) notifyData() {
+	if r.parked.Load() == 0 {
+		return
+	}
+	r.dataMu.Lock()
+	close(r.dataCh)
+	r.dataCh = make(chan struct{})
+	r.dataMu.Unlock()
+}
+
+func (r *replication) dataChan() <-chan struct{} {
+	r.dataMu.Lock()
+	defer r.dataMu.Unlock()
+	return r.dataCh
+}
+
+// noteOffsetCommit remembers, on a replica, a consumer offset committed
+// here, so the master learns it (consumers commit to a replica while their
+// group's master is gone).
+func (s *Server) noteOffsetCommit(group, topic string, queueID int32) {
+	if s.isMaster() {
+		return
+	}
+	r := s.repl
+	r.dirtyMu.Lock()
+	r.dirtyOffsets[offsetKey{group, topic, queueID}] = struct{}{}
+	r.dirtyMu.Unlock()
+}
+
+// checkWritable refuses writes on a replica, during a switchover, and in
+// sync mode when too few copies are in sync (before anything is stored, so
+// nothing is acknowledged on one copy).
+func (r *replication) checkWritable() error {
+	if !r.master.Load() {
+		return errNotMaster
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paused {
+		return errWritesPaused
+	}
+	if r.s.opts.Replication == ReplicationSync {
+		if copies := 1 + r.inSyncLocked(); copies < r.s.opts.MinInsyncReplicas {
+			return fmt.Errorf("%w: %d in-sync copies, min-insync-replicas is %d", errTooFewReplicas, copies, r.s.opts.MinInsyncReplicas)
+		}
+	}
+	return nil
+}
+
+// inSyncLocked counts the in-sync replicas. Caller holds mu.
+func (r *replication) inSyncLocked() int {
+	n := 0
+	for _, p := range r.replicas {
+		if p.inSync {
+			n++
+		}
+	}
+	return n
+}
+
+// startupNamesrvs lists the name servers known before the registration
+// loops run: the configured ones and those the address servers list now.
+func (s *Server) startupNamesrvs(ctx context.Context) []string {
+	addrs := s.namesrvs.addrList()
+	if len(s.opts.AddrsrvURLs) == 0 {
+		return addrs
+	}
+	client := &http.Client{Timeout: s.opts.NamesrvTimeout}
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		seen[a] = true
+	}
+	for _, u := range s.opts.AddrsrvURLs {
+		more, err := fetchNamesrvs(ctx, client, u)
+		if err != nil {
+			continue
+		}
+		for _, a := range more {
+			if !seen[a] {
+				seen[a] = true
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	return addrs
+}

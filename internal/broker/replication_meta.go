@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"fmt"
+	"maps"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// replaceAll makes the table the master's (a replica's metadata sync),
+// keeping the master's data version. It reports whether any topic changed.
+func (t *topicTable) replaceAll(w protocol.TopicConfigSerializeWrapper) (bool, error) {
+	next := make(map[string]protocol.TopicConfig, len(w.TopicConfigTable))
+	for name, cfg := range w.TopicConfigTable {
+		cfg.TopicName = name
+		if cfg.Attributes == nil {
+			cfg.Attributes = map[string]string{}
+		}
+		next[name] = cfg
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	changed := !maps.EqualFunc(t.configs, next, sameTopicConfig)
+	t.configs, t.version = next, w.DataVersion
+	if err := t.store.SaveMetadata(topicsMetadata, t.wrapperLocked()); err != nil {
+		return changed, fmt.Errorf("persisting the topic table copied from the master: %w", err)
+	}
+	return changed, nil
+}
+
+// replaceAll makes the subscription groups the master's.
+func (t *subscriptionGroupTable) replaceAll(w protocol.SubscriptionGroupWrapper) error {
+	next := make(map[string]protocol.SubscriptionGroupConfig, len(w.SubscriptionGroupTable))
+	for name, g := range w.SubscriptionGroupTable {
+		g.GroupName = name
+		next[name] = g
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.groups, t.version = next, w.DataVersion
+	if err := t.store.SaveMetadata(subscriptionGroupsMetadata, t.wrapperLocked()); err != nil {
+		return fmt.Errorf("persisting the subscription groups copied from the master: %w", err)
+	}
+	return nil
+}
+
+// reload re-reads the delivery offsets a replica copied from its master,
+// when it becomes master itself; offsets only move forward.
+func (d *scheduleService) reload() {
+	var t delayOffsetTable
+	found, err := d.s.store.LoadMetadata(delayOffsetMetadata, &t)
+	if err != nil || !found {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for level, off := range t.OffsetTable {
+		if i := level - 1; i >= 0 && i < len(d.offsets) && off > d.offsets[i] {
+			d.offsets[i] = off
+			d.dirty = true
+		}
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}

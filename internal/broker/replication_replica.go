@@ -1,0 +1,376 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
+)
+
+// Timings of a replica's side.
+const (
+	// replicaRetry is the pause after a failed attempt to reach the master.
+	replicaRetry = 200 * time.Millisecond
+	// metaSyncInterval is how often a replica copies the master's metadata.
+	metaSyncInterval = time.Second
+	// fetchRPCTimeout bounds one fetch: the master parks it up to
+	// fetchMaxWait, plus time to send a chunk.
+	fetchRPCTimeout = fetchMaxWait + 5*time.Second
+)
+
+// replicaLoop follows the master while this broker is a replica, and idles
+// while it is master; it ends with ctx.
+func (r *replication) replicaLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		roleCh := r.roleChanged()
+		if r.master.Load() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-roleCh:
+			}
+			continue
+		}
+		err := r.followOnce(ctx, roleCh)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.s.logger.Debug("replication from the master stopped; retrying", "master", r.masterAddr(), "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(replicaRetry):
+		}
+	}
+}
+
+// masterAddr is the address being followed ("" while unknown).
+func (r *replication) masterAddr() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.follow
+}
+
+// findMaster returns the master's address: the configured one, else the
+// id-0 address the name servers list for this group.
+func (r *replication) findMaster(ctx context.Context) (string, error) {
+	if a := r.s.opts.MasterAddr; a != "" {
+		return a, nil
+	}
+	req := remoting.NewRequest(int32(protocol.GetBrokerClusterInfo), nil, nil)
+	var errs []error
+	for _, ns := range r.s.namesrvs.addrList() {
+		ictx, cancel := context.WithTimeout(ctx, r.s.opts.NamesrvTimeout)
+		resp, err := r.s.namesrvs.client.Invoke(ictx, ns, req)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		info, err := protocol.DecodeClusterLiveInfo(resp.Body)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if bd, ok := info.BrokerAddrTable[r.s.opts.BrokerName]; ok {
+			if a := bd.MasterAddr(); a != "" && a != r.s.addr {
+				return a, nil
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return "", fmt.Errorf("no name server lists a master for %s: %w", r.s.opts.BrokerName, errors.Join(errs...))
+	}
+	return "", fmt.Errorf("no name server lists a master for %s", r.s.opts.BrokerName)
+}
+
+// followOnce says hello to the master, aligns the log and fetches until
+// something fails or the role changes.
+func (r *replication) followOnce(ctx context.Context, roleCh <-chan struct{}) error {
+	s := r.s
+	addr, err := r.findMaster(ctx)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.follow = addr
+	r.mu.Unlock()
+	dctx, cancel := context.WithTimeout(ctx, s.opts.NamesrvTimeout)
+	conn, err := r.client.Conn(dctx, addr)
+	cancel()
+	if err != nil {
+		return err
+	}
+	// A role change (promotion) ends the fetch at once.
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-roleCh:
+			stop()
+		case <-fctx.Done():
+		}
+	}()
+
+	epoch, err := r.hello(fctx, conn)
+	if err != nil {
+		return err
+	}
+	// Topics first, so consumers reading from this replica find them.
+	if err := r.syncMeta(fctx, addr); err != nil {
+		s.logger.Debug("first metadata sync with the master failed", "master", addr, "err", err)
+	}
+	for fctx.Err() == nil {
+		from := s.store.CommitLogMaxOffset()
+		h := protocol.ReplicaFetchRequestHeader{BrokerName: s.opts.BrokerName, ReplicaID: r.regID.Load(), Epoch: epoch,
+			Offset: from, MaxBytes: fetchMaxBytes, MaxWaitMillis: fetchMaxWait.Milliseconds()}
+		ictx, cancel := context.WithTimeout(fctx, fetchRPCTimeout)
+		resp, err := conn.Invoke(ictx, remoting.NewRequest(int32(protocol.ReplicaFetch), h.Ext(), nil))
+		cancel()
+		if err != nil {
+			return err
+		}
+		if resp.Code != int32(protocol.Success) {
+			return fmt.Errorf("fetch refused: %w", &protocol.Error{Code: protocol.ResponseCode(resp.Code), Remark: resp.Remark})
+		}
+		if len(resp.Body) == 0 {
+			continue
+		}
+		if _, err := s.store.AppendReplicated(fctx, from, resp.Body); err != nil {
+			if errors.Is(err, store.ErrCorrupt) {
+				s.logger.Error("the master sent a damaged chunk; fetching it again", "from", from, "err", err)
+			}
+			return err
+		}
+	}
+	return fctx.Err()
+}
+
+// hello opens replication on conn: truncate a divergent tail, start an
+// empty log where the master's starts, and adopt the master's epochs.
+func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, error) {
+	s := r.s
+	end := s.store.CommitLogMaxOffset()
+	history := r.epochs()
+	h := protocol.ReplicaHelloRequestHeader{BrokerName: s.opts.BrokerName, ReplicaID: r.regID.Load(), ReplicaAddr: s.addr,
+		IDC: s.opts.IDC, LastEpoch: epochOf(history, end), LogEnd: end, SegmentSize: s.store.SegmentSize()}
+	ictx, cancel := context.WithTimeout(ctx, s.opts.NamesrvTimeout*2)
+	resp, err := conn.Invoke(ictx, remoting.NewRequest(int32(protocol.ReplicaHello), h.Ext(), nil))
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	if resp.Code != int32(protocol.Success) {
+		err := &protocol.Error{Code: protocol.ResponseCode(resp.Code), Remark: resp.Remark}
+		s.logger.Error("the master refused this replica", "master", conn.RemoteAddr(), "err", err)
+		return 0, err
+	}
+	var rh protocol.ReplicaHelloResponseHeader
+	if err := rh.SetExt(resp.ExtFields); err != nil {
+		return 0, err
+	}
+	var masterEpochs []protocol.EpochEntry
+	if err := json.Unmarshal(resp.Body, &masterEpochs); err != nil {
+		return 0, fmt.Errorf("master's epoch history: %w", err)
+	}
+	if rh.TruncateTo < end {
+		s.logger.Warn("dropping a log tail the group never acknowledged before following the master",
+			"from", rh.TruncateTo, "to", end, "bytes", end-rh.TruncateTo, "lastEpoch", h.LastEpoch, "masterEpoch", rh.Epoch)
+		if err := s.store.TruncateLog(rh.TruncateTo); err != nil {
+			return 0, fmt.Errorf("truncating to %d: %w", rh.TruncateTo, err)
+		}
+	}
+	if s.store.CommitLogMaxOffset() == 0 && rh.LogMin > 0 {
+		if err := s.store.StartLogAt(rh.LogMin); err != nil {
+			return 0, err
+		}
+	}
+	r.mu.Lock()
+	r.state.Epochs = masterEpochs
+	err = r.persistLocked()
+	r.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	s.logger.Info("following the master", "master", conn.RemoteAddr(), "epoch", rh.Epoch, "from", s.store.CommitLogMaxOffset(), "masterEnd", rh.LogEnd)
+	return rh.Epoch, nil
+}
+
+// metaLoop copies the master's topics, groups, offsets and delay progress
+// every metaSyncInterval while this broker is a replica, and hands the
+// master the offsets consumers committed here.
+func (r *replication) metaLoop(ctx context.Context) {
+	t := time.NewTicker(metaSyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if r.master.Load() {
+			continue
+		}
+		addr := r.masterAddr()
+		if addr == "" {
+			continue
+		}
+		if err := r.syncMeta(ctx, addr); err != nil && ctx.Err() == nil {
+			r.s.logger.Debug("metadata sync with the master failed", "master", addr, "err", err)
+		}
+	}
+}
+
+// syncMeta does one exchange with the master.
+func (r *replication) syncMeta(ctx context.Context, addr string) error {
+	s := r.s
+	dirty := r.takeDirtyOffsets()
+	var out protocol.ReplicaMeta
+	for k := range dirty {
+		if off, ok := s.store.QueryOffset(k.group, k.topic, k.queueID); ok {
+			setNested(&out.Offsets, k, off)
+		}
+	}
+	body, err := json.Marshal(&out)
+	if err != nil {
+		return err
+	}
+	req := remoting.NewRequest(int32(protocol.ReplicaSyncMeta), map[string]string{"brokerName": s.opts.BrokerName}, body)
+	ictx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	resp, err := r.client.Invoke(ictx, addr, req)
+	cancel()
+	if err == nil && resp.Code != int32(protocol.Success) {
+		err = &protocol.Error{Code: protocol.ResponseCode(resp.Code), Remark: resp.Remark}
+	}
+	if err != nil {
+		r.restoreDirtyOffsets(dirty)
+		return err
+	}
+	var in protocol.ReplicaMeta
+	if err := json.Unmarshal(resp.Body, &in); err != nil {
+		r.restoreDirtyOffsets(dirty)
+		return fmt.Errorf("master metadata: %w", err)
+	}
+	return r.applyMeta(&in, dirty)
+}
+
+// applyMeta makes the replica's metadata the master's. Offsets committed
+// here since the last exchange never move back: they stay dirty until the
+// master's value has caught up with them.
+func (r *replication) applyMeta(in *protocol.ReplicaMeta, sent map[offsetKey]struct{}) error {
+	s := r.s
+	var errs []error
+	if len(in.Topics) > 0 {
+		var w protocol.TopicConfigSerializeWrapper
+		if err := json.Unmarshal(in.Topics, &w); err != nil {
+			errs = append(errs, fmt.Errorf("topics: %w", err))
+		} else if w.DataVersion != r.metaVersions[0] {
+			changed, err := s.topics.replaceAll(w)
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				r.metaVersions[0] = w.DataVersion
+				if changed {
+					s.topicsChanged()
+				}
+			}
+		}
+	}
+	if len(in.Groups) > 0 {
+		var w protocol.SubscriptionGroupWrapper
+		if err := json.Unmarshal(in.Groups, &w); err != nil {
+			errs = append(errs, fmt.Errorf("groups: %w", err))
+		} else if w.DataVersion != r.metaVersions[1] {
+			if err := s.groups.replaceAll(w); err != nil {
+				errs = append(errs, err)
+			} else {
+				r.metaVersions[1] = w.DataVersion
+			}
+		}
+	}
+	if len(in.DelayOffsets) > 0 {
+		if err := s.store.SaveMetadata(delayOffsetMetadata, in.DelayOffsets); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	r.dirtyMu.Lock()
+	for group, topics := range in.Offsets {
+		for topic, queues := range topics {
+			for q, off := range queues {
+				k := offsetKey{group, topic, q}
+				_, dirtyNow := r.dirtyOffsets[k]
+				_, wasSent := sent[k]
+				if cur, ok := s.store.QueryOffset(group, topic, q); (dirtyNow || wasSent) && ok && cur > off {
+					// The master has not merged it yet: keep ours, send again.
+					r.dirtyOffsets[k] = struct{}{}
+					continue
+				}
+				s.store.CommitOffset(group, topic, q, off)
+			}
+		}
+	}
+	r.dirtyMu.Unlock()
+	if len(in.Epochs) > 0 {
+		r.mu.Lock()
+		if !r.state.Master {
+			r.state.Epochs = in.Epochs
+			errs = append(errs, r.persistLocked())
+		}
+		r.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (r *replication) takeDirtyOffsets() map[offsetKey]struct{} {
+	r.dirtyMu.Lock()
+	defer r.dirtyMu.Unlock()
+	d := r.dirtyOffsets
+	r.dirtyOffsets = map[offsetKey]struct{}{}
+	return d
+}
+
+func (r *replication) restoreDirtyOffsets(d map[offsetKey]struct{}) {
+	r.dirtyMu.Lock()
+	defer r.dirtyMu.Unlock()
+	for k := range d {
+		r.dirtyOffsets[k] = struct{}{}
+	}
+}
+
+// setNested sets m[group][topic][queue] = off, creating the maps.
+func setNested(m *map[string]map[string]map[int32]int64, k offsetKey, off int64) {
+	if *m == nil {
+		*m = map[string]map[string]map[int32]int64{}
+	}
+	topics := (*m)[k.group]
+	if topics == nil {
+		topics = map[string]map[int32]int64{}
+		(*m)[k.group] = topics
+	}
+	queues := topics[k.topic]
+	if queues == nil {
+		queues = map[int32]int64{}
+		topics[k.topic] = queues
+	}
+	queues[k.queueID] = off
+}
+
+// addrList returns the name servers the broker registers with, sorted.
+func (r *registrar) addrList() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.peers))
+	for a := range r.peers {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,170 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+)
+
+// defaultSwitchTimeout bounds a switchover's wait for the new master to
+// catch up while writes are paused.
+const defaultSwitchTimeout = 5 * time.Second
+
+// handleReplicaSwitch hands the group to replica h.To (a planned
+// switchover): pause writes, wait for the in-flight ones and for the replica
+// to hold the whole log, promote it at the next epoch, then follow it. No
+// acknowledged message can be lost: the new master has every byte.
+func (s *Server) handleReplicaSwitch(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h protocol.ReplicaSwitchRequestHeader
+	if err := h.SetExt(req.ExtFields); err != nil {
+		return badHeader(req, err)
+	}
+	if resp := s.checkReplicaPeer(req, h.BrokerName, h.To); resp != nil {
+		return resp
+	}
+	timeout := time.Duration(h.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 {
+		timeout = defaultSwitchTimeout
+	}
+	r := s.repl
+	r.mu.Lock()
+	p := r.replicas[h.To]
+	if p == nil {
+		r.mu.Unlock()
+		return errorf(req, protocol.SystemError, "replica %d of %s is not connected to the master", h.To, s.opts.BrokerName)
+	}
+	if r.paused {
+		r.mu.Unlock()
+		return errorf(req, protocol.SystemBusy, "a switchover of %s is already running", s.opts.BrokerName)
+	}
+	r.paused = true
+	target := p.addr
+	r.mu.Unlock()
+	began := time.Now()
+	s.logger.Info("switchover: writes paused; waiting for the replica to catch up", "to", h.To, "addr", target)
+	unpause := func() {
+		r.mu.Lock()
+		r.paused = false
+		r.mu.Unlock()
+	}
+
+	end, err := r.waitCaughtUp(ctx, h.To, timeout)
+	if err != nil {
+		unpause()
+		return errorf(req, protocol.SystemError, "switchover of %s to replica %d: %v; writes resumed on this master", s.opts.BrokerName, h.To, err)
+	}
+	epoch := r.epoch() + 1
+	oldID := h.To
+	ph := protocol.ReplicaPromoteRequestHeader{BrokerName: s.opts.BrokerName, Epoch: epoch, LogEnd: end, DemotedID: oldID}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	resp, err := r.client.Invoke(pctx, target, remoting.NewRequest(int32(protocol.ReplicaPromote), ph.Ext(), nil))
+	cancel()
+	if err == nil && resp.Code != int32(protocol.Success) {
+		err = &protocol.Error{Code: protocol.ResponseCode(resp.Code), Remark: resp.Remark}
+	}
+	if err != nil {
+		unpause()
+		return errorf(req, protocol.SystemError, "switchover of %s: promoting replica %d at %s failed: %v; writes resumed on this master",
+			s.opts.BrokerName, h.To, target, err)
+	}
+	// The replica is master now: step down to its old id and follow it.
+	r.mu.Lock()
+	r.paused = false
+	r.replicas = map[int64]*replicaPeer{}
+	r.follow = target
+	r.setRoleLocked(false, oldID)
+	err = r.persistLocked()
+	r.mu.Unlock()
+	r.signalAcks()
+	if err != nil {
+		s.logger.Error("switchover: persisting the new role", "err", err)
+	}
+	s.namesrvs.kickAll()
+	s.logger.Info("switchover done: this broker is now a replica", "newMaster", target, "epoch", epoch, "registeredId", oldID,
+		"logEnd", end, "writesPausedFor", time.Since(began).Round(time.Millisecond))
+	out := remoting.NewResponse(req, int32(protocol.Success), "")
+	out.ExtFields = map[string]string{"newMaster": target, "epoch": fmt.Sprint(epoch), "logEnd": fmt.Sprint(end)}
+	return out
+}
+
+// waitCaughtUp waits until no write is in flight and replica id holds the
+// whole log; it returns the log's end.
+func (r *replication) waitCaughtUp(ctx context.Context, id int64, timeout time.Duration) (int64, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		ch := r.ackChan()
+		end := r.s.store.CommitLogMaxOffset()
+		r.mu.Lock()
+		p := r.replicas[id]
+		acked := int64(-1)
+		if p != nil {
+			acked = p.acked
+		}
+		r.mu.Unlock()
+		if p == nil {
+			return 0, fmt.Errorf("replica %d disconnected", id)
+		}
+		if r.s.writesInFlight.Load() == 0 && acked >= end && end == r.s.store.CommitLogMaxOffset() {
+			return end, nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Millisecond):
+			// In-flight writes end without an ack signal; look again.
+		case <-deadline.C:
+			return 0, fmt.Errorf("replica %d holds %d of %d bytes after %s", id, acked, end, timeout)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// handleReplicaPromote makes this replica the master at h.Epoch. Without
+// h.LogEnd < 0 (a forced promotion, the master being gone) it requires its
+// log to end exactly where the old master's did.
+func (s *Server) handleReplicaPromote(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h protocol.ReplicaPromoteRequestHeader
+	if err := h.SetExt(req.ExtFields); err != nil {
+		return badHeader(req, err)
+	}
+	if h.BrokerName != s.opts.BrokerName {
+		return errorf(req, protocol.SystemError, "this is broker %s, not %s", s.opts.BrokerName, h.BrokerName)
+	}
+	r := s.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state.Master {
+		return errorf(req, protocol.SystemError, "broker %s at %s is already master", s.opts.BrokerName, s.addr)
+	}
+	end := s.store.CommitLogMaxOffset()
+	if h.LogEnd >= 0 && end != h.LogEnd {
+		return errorf(req, protocol.SystemError, "this replica's log ends at %d, the master's at %d", end, h.LogEnd)
+	}
+	epoch := max(h.Epoch, r.lastEpoch()+1)
+	if h.LogEnd < 0 {
+		s.logger.Warn("forced promotion: whatever the old master held beyond this replica's log is not in the group any more",
+			"logEnd", end, "epoch", epoch)
+	}
+	r.setRoleLocked(true, protocol.MasterID)
+	r.startEpochLocked(epoch)
+	r.follow = ""
+	if err := r.persistLocked(); err != nil {
+		s.logger.Error("promotion: persisting the new role", "err", err)
+	}
+	s.afterPromotion()
+	s.namesrvs.kickAll()
+	s.logger.Info("promoted to master", "epoch", epoch, "logEnd", end)
+	return remoting.NewResponse(req, int32(protocol.Success), "")
+}
+
+// afterPromotion reloads what the replica only kept on disk: the delay
+// progress copied from the old master.
+func (s *Server) afterPromotion() {
+	if d := s.extra.schedule; d != nil {
+		d.reload()
+	}
+}
