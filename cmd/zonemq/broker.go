@@ -41,8 +41,15 @@ autoCreateTopicEnable, maxMessageSize, mappedFileSizeCommitLog,
 messageDelayLevel, transactionCheckMax, fileReservedTime (hours),
 diskMaxUsedSpaceRatio (percent), and registerNameServerPeriod,
 brokerHeartbeatInterval, transactionCheckInterval and transactionTimeOut (ms)
-are converted; deleteWhen and brokerRole (masters only) are ignored with a
-warning.
+are converted; brokerRole ASYNC_MASTER / SYNC_MASTER set --replication,
+SLAVE needs brokerId >= 1; haMasterAddress is --master-addr; deleteWhen is
+ignored with a warning.
+
+Broker groups (docs/replication.md): brokers sharing --name form a group;
+--id 0 is its master, 1..n its replicas, each in its own --idc. Replicas
+copy the master's commit log byte for byte over the broker port and serve
+reads; --replication sync acknowledges a send only once every in-sync
+replica holds it.
 
 Prints "broker listening on ADDR idc=IDC name=NAME" on stdout once it
 serves; stops cleanly on SIGINT/SIGTERM (unregistering first).
@@ -64,6 +71,7 @@ var brokerAliases = map[string]string{
 	"mapedFileSizeCommitLog":  "segment-size", // RocketMQ 4's spelling
 	"messageDelayLevel":       "message-delay-level",
 	"transactionCheckMax":     "transaction-check-max",
+	"haMasterAddress":         "master-addr",
 }
 
 // brokerConfConversions holds the RocketMQ broker.conf keys whose value
@@ -115,7 +123,8 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 			"address (an unspecified host advertises the first non-loopback IPv4)")
 	fs.StringVar(&opts.IDC, "idc", "", "the IDC this broker runs in; registered as its zoneName (required)")
 	fs.StringVar(&opts.BrokerName, "name", "", "the broker `name` (required; config alias brokerName)")
-	fs.Int64Var(&opts.BrokerID, "id", opts.BrokerID, "broker `id`, 0 for a master (config alias brokerId)")
+	fs.Int64Var(&opts.BrokerID, "id", opts.BrokerID, "broker `id` in its group: 0 for the master, 1..n for replicas\n"+
+		"(config alias brokerId)")
 	fs.StringVar(&opts.Cluster, "cluster", opts.Cluster, "cluster `name` to register in (config alias brokerClusterName)")
 	fs.StringVar(&opts.DataDir, "data", "", "data `directory` (commit log, queues, offsets, metadata); created if\n"+
 		"missing (required; config alias storePathRootDir)")
@@ -160,6 +169,19 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 			"transactionTimeOut, in ms)")
 	fs.IntVar(&opts.TransactionCheckMax, "transaction-check-max", opts.TransactionCheckMax,
 		"`checks` of a half message before it is discarded (config alias transactionCheckMax)")
+	fs.StringVar(&opts.Replication, "replication", opts.Replication,
+		"`mode` a master acknowledges in: async (after its own write) or sync (after every\n"+
+			"in-sync replica holds the message too); config brokerRole SYNC_MASTER sets sync")
+	fs.IntVar(&opts.MinInsyncReplicas, "min-insync-replicas", opts.MinInsyncReplicas,
+		"with --replication sync, the fewest `copies` (master counted) a send needs; with\n"+
+			"fewer in sync, sends are refused with SLAVE_NOT_AVAILABLE and nothing is stored")
+	fs.DurationVar(&opts.ReplicaAckTimeout, "replica-ack-timeout", opts.ReplicaAckTimeout,
+		"how long a sync send waits for its replicas before FLUSH_SLAVE_TIMEOUT")
+	fs.DurationVar(&opts.ReplicaLagMax, "replica-lag-max", opts.ReplicaLagMax,
+		"a replica behind the master's end this long leaves the in-sync set")
+	fs.StringVar(&opts.MasterAddr, "master-addr", "",
+		"on a replica, the master's `host:port`; empty: the group's id-0 address the name\n"+
+			"servers list (config alias haMasterAddress)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
@@ -284,12 +306,20 @@ func (c *brokerConfConversions) apply(opts *broker.Options, explicit map[string]
 		return err
 	}
 	switch strings.ToUpper(c.brokerRole) {
-	case "", "ASYNC_MASTER", "SYNC_MASTER":
-		if c.brokerRole != "" {
-			ba.warnings = append(ba.warnings, "brokerRole="+c.brokerRole+" ignored: zonemq brokers are masters")
+	case "":
+	case "ASYNC_MASTER", "SYNC_MASTER":
+		if !explicit["replication"] {
+			opts.Replication = broker.ReplicationAsync
+			if strings.EqualFold(c.brokerRole, "SYNC_MASTER") {
+				opts.Replication = broker.ReplicationSync
+			}
+		}
+	case "SLAVE":
+		if opts.BrokerID < 1 {
+			return usagef("config brokerRole=SLAVE needs brokerId >= 1 (the master is brokerId 0)")
 		}
 	default:
-		return usagef("config brokerRole=%s: zonemq runs masters only (ASYNC_MASTER or SYNC_MASTER)", c.brokerRole)
+		return usagef("config brokerRole=%s: want ASYNC_MASTER, SYNC_MASTER or SLAVE", c.brokerRole)
 	}
 	for _, k := range c.ignored {
 		ba.warnings = append(ba.warnings, k+" ignored: zonemq has no such setting")

@@ -169,7 +169,8 @@ idc = idc1
 	testutil.Equal(t, o.TransactionCheckInterval, 5*time.Second, "transactionCheckInterval in ms")
 	testutil.Equal(t, o.TransactionTimeout, 3*time.Second, "transactionTimeOut in ms")
 	testutil.Equal(t, o.TransactionCheckMax, 5, "transactionCheckMax")
-	testutil.Equal(t, len(ba.warnings), 2, fmt.Sprintf("warnings %v", ba.warnings))
+	testutil.Equal(t, o.Replication, "async", "brokerRole ASYNC_MASTER")
+	testutil.Equal(t, len(ba.warnings), 1, fmt.Sprintf("warnings %v", ba.warnings))
 
 	// A flag on the command line beats the converted key.
 	ba, err = parseBrokerArgs([]string{"--config", conf, "--listen", "127.0.1.1:0", "--file-reserved-time", "1h",
@@ -187,7 +188,18 @@ idc = idc1
 
 	os.WriteFile(conf, []byte("brokerRole=SLAVE\nidc=idc1\nbrokerName=b\nstorePathRootDir=/tmp/x\nnamesrvAddr=127.0.1.1:9876\n"), 0o644)
 	_, err = parseBrokerArgs([]string{"--config", conf}, &cliBuffer{})
-	testutil.True(t, err != nil && strings.Contains(err.Error(), "masters only"), "a slave role is refused", err)
+	testutil.True(t, err != nil && strings.Contains(err.Error(), "brokerId >= 1"), "a slave with brokerId 0 is refused", err)
+
+	os.WriteFile(conf, []byte("brokerRole=SLAVE\nbrokerId=2\nhaMasterAddress=127.0.1.1:10911\nidc=idc2\nbrokerName=b\nstorePathRootDir=/tmp/x\nnamesrvAddr=127.0.1.1:9876\n"), 0o644)
+	ba, err = parseBrokerArgs([]string{"--config", conf}, &cliBuffer{})
+	testutil.NoError(t, err, "a slave config")
+	testutil.Equal(t, ba.opts.BrokerID, int64(2), "brokerId")
+	testutil.Equal(t, ba.opts.MasterAddr, "127.0.1.1:10911", "haMasterAddress")
+
+	os.WriteFile(conf, []byte("brokerRole=SYNC_MASTER\nidc=idc1\nbrokerName=b\nstorePathRootDir=/tmp/x\nnamesrvAddr=127.0.1.1:9876\n"), 0o644)
+	ba, err = parseBrokerArgs([]string{"--config", conf}, &cliBuffer{})
+	testutil.NoError(t, err, "a sync master config")
+	testutil.Equal(t, ba.opts.Replication, "sync", "SYNC_MASTER")
 }
 
 // TestBrokerCmdRunAndStop runs the subcommand in process against a name
