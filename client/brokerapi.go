@@ -71,7 +71,7 @@ type pullRequest struct {
 }
 
 func (c *core) pull(ctx context.Context, b *brokerInfo, pr pullRequest, timeout time.Duration) (*PullResult, error) {
-	addr := b.master()
+	addr := b.readAddr()
 	sysFlag := int32(protocol.PullFlagSubscription)
 	if pr.commitOffset >= 0 {
 		sysFlag |= protocol.PullFlagCommitOffset

@@ -87,7 +87,7 @@ func (pc *PushConsumer) pullFailed(pq *processQueue, err error) {
 		pc.c.routes.triggerRefresh()
 		pc.triggerRebalance()
 	}
-	pc.c.logger.Debug("pull failed", "queue", pq.mq, "broker", pq.broker.master(), "err", err)
+	pc.c.logger.Debug("pull failed", "queue", pq.mq, "broker", pq.broker.readAddr(), "err", err)
 }
 
 // restoreRetryTopic gives a redelivered message its original topic back.
@@ -310,7 +310,7 @@ func (pc *PushConsumer) renewLocks(ctx context.Context) {
 	byBroker := map[string][]*processQueue{}
 	pc.mu.Lock()
 	for _, pq := range pc.queues {
-		byBroker[pq.broker.master()] = append(byBroker[pq.broker.master()], pq)
+		byBroker[pq.broker.readAddr()] = append(byBroker[pq.broker.readAddr()], pq)
 	}
 	pc.mu.Unlock()
 	var wg sync.WaitGroup

@@ -253,7 +253,7 @@ func messageFromStored(m *protocol.MessageExt, b *brokerInfo) (*MessageExt, erro
 		ext.MsgID = ext.OffsetMsgID
 	}
 	if b != nil {
-		ext.BrokerName, ext.BrokerAddr, ext.IDC = b.name, b.master(), b.idc
+		ext.BrokerName, ext.BrokerAddr, ext.IDC = b.name, b.readAddr(), b.idc
 	}
 	return ext, nil
 }

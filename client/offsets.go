@@ -51,7 +51,7 @@ func (pc *PushConsumer) commit(ctx context.Context, pq *processQueue) {
 		pc.mu.Lock()
 		pc.local[pq.mq] = off
 		pc.mu.Unlock()
-	} else if err := pc.c.updateOffset(ctx, pq.broker.master(), pc.cfg.Group, pq.mq, off); err != nil {
+	} else if err := pc.c.updateOffset(ctx, pq.broker.readAddr(), pc.cfg.Group, pq.mq, off); err != nil {
 		if ctx.Err() == nil {
 			pc.c.logger.Debug("offset commit failed", "queue", pq.mq, "offset", off, "err", err)
 		}

@@ -134,7 +134,7 @@ func (pc *PullConsumer) CommitOffset(ctx context.Context, mq MessageQueue, offse
 	if err != nil {
 		return err
 	}
-	return pc.c.updateOffset(ctx, b.master(), pc.cfg.Group, mq, offset)
+	return pc.c.updateOffset(ctx, b.readAddr(), pc.cfg.Group, mq, offset)
 }
 
 // QueryOffset returns the group's committed offset of mq, or ErrNoOffset.
@@ -146,7 +146,7 @@ func (pc *PullConsumer) QueryOffset(ctx context.Context, mq MessageQueue) (int64
 	if err != nil {
 		return 0, err
 	}
-	return pc.c.queryOffset(ctx, b.master(), pc.cfg.Group, mq)
+	return pc.c.queryOffset(ctx, b.readAddr(), pc.cfg.Group, mq)
 }
 
 // MaxOffset returns the offset the next message stored in mq will get.
@@ -158,13 +158,13 @@ func (pc *PullConsumer) MaxOffset(ctx context.Context, mq MessageQueue) (int64, 
 	if err != nil {
 		return 0, err
 	}
-	return pc.c.queueOffset(ctx, protocol.GetMaxOffset, b.master(), mq)
+	return pc.c.queueOffset(ctx, protocol.GetMaxOffset, b.readAddr(), mq)
 }
 
 // broker finds mq's broker, re-reading the route once if it is unknown.
 func (pc *PullConsumer) broker(ctx context.Context, mq MessageQueue) (*brokerInfo, error) {
 	if r := pc.c.routes.cached(mq.Topic); r != nil {
-		if b := r.brokers[mq.BrokerName]; b != nil && b.master() != "" {
+		if b := r.brokers[mq.BrokerName]; b != nil && b.readAddr() != "" {
 			return b, nil
 		}
 	}
@@ -172,7 +172,7 @@ func (pc *PullConsumer) broker(ctx context.Context, mq MessageQueue) (*brokerInf
 	if err != nil {
 		return nil, err
 	}
-	if b := r.brokers[mq.BrokerName]; b != nil && b.master() != "" {
+	if b := r.brokers[mq.BrokerName]; b != nil && b.readAddr() != "" {
 		return b, nil
 	}
 	return nil, fmt.Errorf("%w: broker %s of %s is not in the route", ErrNoRoute, mq.BrokerName, mq.Topic)

@@ -66,7 +66,7 @@ func (pc *PushConsumer) brokerDown(addr string) {
 	}
 	var lost []*processQueue
 	for mq, pq := range pc.queues {
-		if pq.broker.master() == addr {
+		if pq.broker.readAddr() == addr {
 			lost = append(lost, pq)
 			delete(pc.queues, mq)
 		}
@@ -150,7 +150,7 @@ func (pc *PushConsumer) rebalance(ctx context.Context) {
 	if pc.cfg.MessageModel == Clustering {
 		for _, r := range routes {
 			for _, rb := range r.readBrokers() {
-				views[rb.broker.master()] = nil
+				views[rb.broker.readAddr()] = nil
 			}
 		}
 		addrs := make([]string, 0, len(views))
@@ -191,7 +191,7 @@ func (pc *PushConsumer) rebalance(ctx context.Context) {
 		for _, rb := range r.readBrokers() {
 			first, last := 0, rb.queues
 			if pc.cfg.MessageModel == Clustering {
-				v := views[rb.broker.master()]
+				v := views[rb.broker.readAddr()]
 				if v.err != nil {
 					if isTransportError(v.err) || v.err == errBrokerFailing {
 						pc.c.routes.hurry(suspectWindow)
@@ -229,7 +229,7 @@ func (pc *PushConsumer) apply(ctx context.Context, want map[MessageQueue]*broker
 		if keep[mq.Topic] {
 			continue
 		}
-		if b, ok := want[mq]; !ok || b.master() != pq.broker.master() {
+		if b, ok := want[mq]; !ok || b.readAddr() != pq.broker.readAddr() {
 			drop = append(drop, pq)
 			delete(pc.queues, mq)
 		}
@@ -278,7 +278,7 @@ func (pc *PushConsumer) releaseQueues(ctx context.Context, pqs []*processQueue, 
 			}
 			pc.commit(ctx, pq)
 			if unlock {
-				if err := pc.c.unlockBatch(ctx, pq.broker.master(), pc.cfg.Group, []MessageQueue{pq.mq}); err != nil {
+				if err := pc.c.unlockBatch(ctx, pq.broker.readAddr(), pc.cfg.Group, []MessageQueue{pq.mq}); err != nil {
 					pc.c.logger.Debug("unlock failed", "queue", pq.mq, "err", err)
 				}
 			}
@@ -292,7 +292,7 @@ func (pc *PushConsumer) releaseQueues(ctx context.Context, pqs []*processQueue, 
 func (pc *PushConsumer) acquire(ctx context.Context, add []MessageQueue, want map[MessageQueue]*brokerInfo) {
 	byBroker := map[string][]MessageQueue{}
 	for _, mq := range add {
-		addr := want[mq].master()
+		addr := want[mq].readAddr()
 		byBroker[addr] = append(byBroker[addr], mq)
 	}
 	var wg sync.WaitGroup
@@ -368,7 +368,7 @@ func (pc *PushConsumer) startQueue(mq MessageQueue, b *brokerInfo, start int64) 
 // its broker (in memory for broadcasting) or, for a group that has none,
 // ConsumeFromWhere; retry queues always start at 0.
 func (pc *PushConsumer) startOffset(ctx context.Context, b *brokerInfo, mq MessageQueue) (int64, error) {
-	addr := b.master()
+	addr := b.readAddr()
 	if pc.cfg.MessageModel == Clustering {
 		off, err := pc.c.queryOffset(ctx, addr, pc.cfg.Group, mq)
 		if err == nil && off >= 0 {

@@ -15,7 +15,7 @@ import (
 // %RETRY%<group> through any broker, own IDC first, like
 // rocketmq-client-go's fallback.
 func (pc *PushConsumer) sendBack(ctx context.Context, pq *processQueue, m *MessageExt, delayLevel int) error {
-	addr := pq.broker.master()
+	addr := pq.broker.readAddr()
 	ext := protocol.ExtWriter{}
 	ext.Str("group", pc.cfg.Group).Int("offset", m.CommitLogOffset).Int("delayLevel", int64(delayLevel)).
 		Str("originMsgId", m.MsgID).Str("originTopic", m.Topic).Bool("unitMode", false).

@@ -24,6 +24,22 @@ type brokerInfo struct {
 
 func (b *brokerInfo) master() string { return b.addrs[protocol.MasterID] }
 
+// readAddr is where consumers read the broker's queues: its master, or,
+// while the group has no master, its lowest-id replica (which serves reads,
+// offsets and locks with the same log).
+func (b *brokerInfo) readAddr() string {
+	if m := b.master(); m != "" {
+		return m
+	}
+	best, addr := int64(-1), ""
+	for id, a := range b.addrs {
+		if best < 0 || id < best {
+			best, addr = id, a
+		}
+	}
+	return addr
+}
+
 // route is a topic's route with its brokers indexed by name.
 type route struct {
 	topic string
@@ -69,7 +85,11 @@ func newRoute(topic string, data *protocol.TopicRouteData, raw []byte) *route {
 		for id, a := range bd.BrokerAddrs {
 			addrs[id] = a
 		}
-		r.brokers[bd.BrokerName] = &brokerInfo{name: bd.BrokerName, cluster: bd.Cluster, idc: bd.ZoneName, addrs: addrs}
+		// A group may span IDCs: its IDC is its master's, or while it has
+		// none, the replica's that serves it (brokerAddrZones).
+		zoned := bd
+		zoned.RefreshZoneName()
+		r.brokers[bd.BrokerName] = &brokerInfo{name: bd.BrokerName, cluster: bd.Cluster, idc: zoned.ZoneName, addrs: addrs}
 	}
 	return r
 }
@@ -112,13 +132,14 @@ type readBroker struct {
 	queues int
 }
 
-// readBrokers lists the brokers with readable queues and a master, sorted
+// readBrokers lists the brokers with readable queues and an address to
+// read them at (a master, or a replica while the group has none), sorted
 // by name.
 func (r *route) readBrokers() []readBroker {
 	var out []readBroker
 	for _, qd := range r.data.QueueDatas {
 		b := r.brokers[qd.BrokerName]
-		if b == nil || b.master() == "" || !protocol.Readable(qd.Perm) || qd.ReadQueueNums <= 0 {
+		if b == nil || b.readAddr() == "" || !protocol.Readable(qd.Perm) || qd.ReadQueueNums <= 0 {
 			continue
 		}
 		out = append(out, readBroker{broker: b, queues: qd.ReadQueueNums})
@@ -418,7 +439,7 @@ func (t *routeTable) brokerAddrs(topics []string) []string {
 func describeBrokers(r *route) []string {
 	var out []string
 	for _, b := range r.brokers {
-		out = append(out, fmt.Sprintf("%s@%s/%s", b.name, b.master(), b.idc))
+		out = append(out, fmt.Sprintf("%s@%s/%s", b.name, b.readAddr(), b.idc))
 	}
 	sort.Strings(out)
 	return out

@@ -11,7 +11,7 @@ import (
 // checkQueue refuses a request about an unknown topic or a queue id outside
 // the topic's queues.
 func (s *Server) checkQueue(req *remoting.Command, topic string, queueID int32) *remoting.Command {
-	cfg, ok := s.topics.get(topic)
+	cfg, ok := s.readableTopic(topic)
 	if !ok {
 		return errorf(req, protocol.TopicNotExist, "topic[%s] not exist on broker %s", topic, s.opts.BrokerName)
 	}

@@ -51,7 +51,7 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 	if !group.ConsumeEnable {
 		return errorf(req, protocol.NoPermission, "the consumer group %s may not consume from broker %s", h.ConsumerGroup, s.opts.BrokerName)
 	}
-	cfg, ok := s.topics.get(h.Topic)
+	cfg, ok := s.readableTopic(h.Topic)
 	if !ok {
 		return errorf(req, protocol.TopicNotExist, "topic[%s] not exist on broker %s, apply first please!", h.Topic, s.opts.BrokerName)
 	}

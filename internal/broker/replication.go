@@ -278,6 +278,16 @@ func epochEnd(history []protocol.EpochEntry, e, logEnd int64) (int64, bool) {
 	return logEnd, covered
 }
 
+// IsMaster reports whether the broker is its group's master now.
+func (s *Server) IsMaster() bool { return s.isMaster() }
+
+// InSyncReplicas is, on a master, how many replicas are in its in-sync set.
+func (s *Server) InSyncReplicas() int {
+	s.repl.mu.Lock()
+	defer s.repl.mu.Unlock()
+	return s.repl.inSyncLocked()
+}
+
 // isMaster reports whether the broker is its group's master now.
 func (s *Server) isMaster() bool { return s.repl.master.Load() }
 

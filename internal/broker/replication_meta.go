@@ -65,3 +65,19 @@ func (d *scheduleService) reload() {
 	default:
 	}
 }
+
+// readableTopic is the config of a topic consumers read: the topic table's,
+// or, on a replica that has its messages before the master's topic table
+// reached it (it copies the table every second), one derived from the
+// queues in its log.
+func (s *Server) readableTopic(topic string) (protocol.TopicConfig, bool) {
+	if cfg, ok := s.topics.get(topic); ok || s.isMaster() {
+		return cfg, ok
+	}
+	ids := s.store.Queues(topic)
+	if len(ids) == 0 {
+		return protocol.TopicConfig{}, false
+	}
+	n := int(ids[len(ids)-1]) + 1
+	return newTopicConfig(topic, n, protocol.PermReadWrite), true
+}

@@ -67,7 +67,7 @@ func (r *replication) findMaster(ctx context.Context) (string, error) {
 	}
 	req := remoting.NewRequest(int32(protocol.GetBrokerClusterInfo), nil, nil)
 	var errs []error
-	for _, ns := range r.s.namesrvs.addrList() {
+	for _, ns := range r.s.startupNamesrvs(ctx) {
 		ictx, cancel := context.WithTimeout(ctx, r.s.opts.NamesrvTimeout)
 		resp, err := r.s.namesrvs.client.Invoke(ictx, ns, req)
 		cancel()

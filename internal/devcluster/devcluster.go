@@ -15,8 +15,17 @@
 //	address server  B+8080   (B = 10000: 18080)
 //	name server     B+9876   (B = 10000: 19876)
 //	broker          B+911    (B = 10000: 10911)
+//	replica k       B+911+k  (B = 10000: 10912, …)
 //
-// so printed commands keep working across restarts. A stopped server
+// so printed commands keep working across restarts.
+//
+// # Replicas
+//
+// With Options.Replicas = R > 1, IDC n's broker group also has replicas
+// (ids 1..R-1) in the next R-1 IDCs: the replica with id k of
+// broker-idc<n> runs in IDC n+k (wrapping around) on port B+911+k. An
+// IDC's servers are then its own group's master plus the replicas it hosts
+// for the groups of the IDCs before it. A stopped server
 // restarts on the address it had, with the same data directory.
 package devcluster
 
@@ -60,6 +69,14 @@ type Options struct {
 	Namesrv func(n int, o *namesrv.Options)
 	Addrsrv func(n int, o *addrsrv.Options)
 
+	// Replicas is how many copies each IDC's broker group keeps, the
+	// master counted (see the package comment); zero or 1 means none. At
+	// most IDCs.
+	Replicas int
+	// Replication is the groups' acknowledgement mode
+	// (broker.ReplicationAsync or ReplicationSync); empty means async.
+	Replication string
+
 	// ReadyTimeout bounds Start's wait for every broker to be registered
 	// with every name server. Zero means 20 s.
 	ReadyTimeout time.Duration
@@ -93,6 +110,18 @@ type idcNode struct {
 	namesrvDone chan struct{}
 	broker      *broker.Server
 	brokerDone  chan struct{}
+
+	// replicas are the replicas this IDC hosts for other IDCs' groups.
+	replicas []*replicaNode
+}
+
+// replicaNode is one replica broker: member id of group's broker group.
+type replicaNode struct {
+	group int // the IDC whose broker group it belongs to
+	id    int64
+	addr  string
+	srv   *broker.Server
+	done  chan struct{}
 }
 
 // Start runs opts.IDCs IDCs and returns once every broker is registered with
@@ -110,6 +139,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 20 * time.Second
 	}
+	if opts.Replicas < 0 || opts.Replicas > opts.IDCs {
+		return nil, fmt.Errorf("devcluster: Replicas is %d; it must be within 1..IDCs (%d)", opts.Replicas, opts.IDCs)
+	}
 	c := &Cluster{opts: opts, dataDir: opts.DataDir, logger: opts.Logger}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -123,6 +155,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	for n := 1; n <= opts.IDCs; n++ {
 		c.idcs = append(c.idcs, &idcNode{n: n, name: IDCName(n), host: fmt.Sprintf("127.0.%d.1", n)})
+	}
+	for n := 1; n <= opts.IDCs; n++ {
+		for k := 1; k < opts.Replicas; k++ {
+			host := c.idcs[(n-1+k)%opts.IDCs]
+			host.replicas = append(host.replicas, &replicaNode{group: n, id: int64(k)})
+		}
 	}
 	// Name servers first: the address servers list them, the brokers
 	// register with them.
@@ -144,13 +182,51 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	for _, node := range c.idcs {
+		if err := c.startReplicasLocked(node); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, opts.ReadyTimeout)
 	defer cancel()
 	if err := c.WaitRegistered(rctx); err != nil {
 		c.Close()
 		return nil, err
 	}
+	if err := c.WaitReplicasInSync(rctx); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// WaitReplicasInSync waits until every running master counts every replica
+// of its group as in sync, so acknowledged sends have every copy.
+func (c *Cluster) WaitReplicasInSync(ctx context.Context) error {
+	want := c.Replicas() - 1
+	if want == 0 {
+		return nil
+	}
+	for {
+		c.mu.Lock()
+		lagging := ""
+		for _, node := range c.idcs {
+			if node.broker != nil && node.broker.IsMaster() && node.broker.InSyncReplicas() < want {
+				lagging = node.name
+				break
+			}
+		}
+		c.mu.Unlock()
+		if lagging == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("devcluster: the replicas of %s's broker are not in sync", lagging)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // IDCName is the name of IDC n: "idc<n>".
@@ -282,12 +358,45 @@ func (c *Cluster) startAddrsrvLocked(node *idcNode) error {
 }
 
 func (c *Cluster) startBrokerLocked(node *idcNode) error {
+	s, err := c.newBroker(node, BrokerName(node.n), 0, c.listenAddr(node, node.brokerAddr, 911), filepath.Join(c.dataDir, node.name, "broker"))
+	if err != nil {
+		return err
+	}
+	node.broker, node.brokerAddr = s, s.Addr()
+	node.brokerDone = run(s.Run)
+	return nil
+}
+
+// startReplicasLocked starts the replicas node hosts that are not running.
+func (c *Cluster) startReplicasLocked(node *idcNode) error {
+	for _, r := range node.replicas {
+		if r.srv != nil {
+			continue
+		}
+		name := BrokerName(r.group)
+		s, err := c.newBroker(node, name, r.id, c.listenAddr(node, r.addr, 911+int(r.id)),
+			filepath.Join(c.dataDir, node.name, "replica-of-"+name))
+		if err != nil {
+			return err
+		}
+		r.srv, r.addr = s, s.Addr()
+		r.done = run(s.Run)
+	}
+	return nil
+}
+
+// newBroker creates member id of broker group name, running in node's IDC.
+func (c *Cluster) newBroker(node *idcNode, name string, id int64, listen, dataDir string) (*broker.Server, error) {
 	o := broker.NewOptions()
-	o.Listen = c.listenAddr(node, node.brokerAddr, 911)
+	o.Listen = listen
 	o.IDC = node.name
-	o.BrokerName = BrokerName(node.n)
-	o.DataDir = filepath.Join(c.dataDir, node.name, "broker")
+	o.BrokerName = name
+	o.BrokerID = id
+	o.DataDir = dataDir
 	o.Flush = c.opts.BrokerFlush
+	if c.opts.Replication != "" {
+		o.Replication = c.opts.Replication
+	}
 	o.AddrsrvURLs = nil
 	o.AddrsrvURLs = append(o.AddrsrvURLs, "http://"+node.addrsrvAddr)
 	for _, other := range c.idcs {
@@ -301,11 +410,9 @@ func (c *Cluster) startBrokerLocked(node *idcNode) error {
 	}
 	s, err := broker.New(o)
 	if err != nil {
-		return fmt.Errorf("devcluster: %s broker: %w", node.name, err)
+		return nil, fmt.Errorf("devcluster: %s broker %s (id %d): %w", node.name, name, id, err)
 	}
-	node.broker, node.brokerAddr = s, s.Addr()
-	node.brokerDone = run(s.Run)
-	return nil
+	return s, nil
 }
 
 // run starts a server's Run on its own goroutine; the channel closes when
@@ -327,6 +434,11 @@ func (c *Cluster) WaitRegistered(ctx context.Context) error {
 	for _, node := range c.idcs {
 		if node.broker != nil {
 			brokers = append(brokers, node.brokerAddr)
+		}
+		for _, r := range node.replicas {
+			if r.srv != nil {
+				brokers = append(brokers, r.addr)
+			}
 		}
 		if node.namesrv != nil {
 			namesrvs = append(namesrvs, node.namesrvAddr)
@@ -383,20 +495,32 @@ func waitBrokersListed(ctx context.Context, ns string, brokers []string) error {
 	}
 }
 
-// StopBroker shuts IDC n's broker down cleanly (it unregisters first).
+// StopBroker shuts every broker running in IDC n down cleanly (they
+// unregister first): its own group's broker and the replicas it hosts.
 func (c *Cluster) StopBroker(n int) {
 	c.mu.Lock()
 	node := c.node(n)
 	s, done := node.broker, node.brokerDone
 	node.broker = nil
+	var replicas []*replicaNode
+	for _, r := range node.replicas {
+		if r.srv != nil {
+			replicas = append(replicas, &replicaNode{srv: r.srv, done: r.done})
+			r.srv = nil
+		}
+	}
 	c.mu.Unlock()
 	if s != nil {
 		s.Shutdown()
 		<-done
 	}
+	for _, r := range replicas {
+		r.srv.Shutdown()
+		<-r.done
+	}
 }
 
-// StartBroker restarts IDC n's broker on its address with its data.
+// StartBroker restarts IDC n's brokers on their addresses with their data.
 func (c *Cluster) StartBroker(n int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -404,11 +528,31 @@ func (c *Cluster) StartBroker(n int) error {
 		return errors.New("devcluster: closed")
 	}
 	node := c.node(n)
-	if node.broker != nil {
-		return nil
+	if node.broker == nil {
+		if err := c.startBrokerLocked(node); err != nil {
+			return err
+		}
 	}
-	return c.startBrokerLocked(node)
+	return c.startReplicasLocked(node)
 }
+
+// ReplicaAddr is the address of replica id of IDC group's broker group
+// ("" when there is none).
+func (c *Cluster) ReplicaAddr(group int, id int64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, node := range c.idcs {
+		for _, r := range node.replicas {
+			if r.group == group && r.id == id {
+				return r.addr
+			}
+		}
+	}
+	return ""
+}
+
+// Replicas is how many copies each broker group keeps (1: none).
+func (c *Cluster) Replicas() int { return max(c.opts.Replicas, 1) }
 
 // StopNamesrv shuts IDC n's name server down.
 func (c *Cluster) StopNamesrv(n int) {

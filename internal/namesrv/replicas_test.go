@@ -3,6 +3,7 @@ package namesrv
 import (
 	"testing"
 
+	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -33,9 +34,21 @@ func TestNamesrvGroupSpanningIDCs(t *testing.T) {
 	if r == nil {
 		t.Fatalf("the replica keeps the route readable, got %d %s", resp.Code, resp.Remark)
 	}
+	// The replica acts as master for readers: id 0, read-only queues.
 	bd = r.BrokerDatas[0]
-	testutil.Equal(t, bd.MasterAddr(), "", "no master")
-	testutil.Equal(t, bd.BrokerAddrs[1], "127.0.2.1:10911", "replica address")
+	testutil.Equal(t, bd.MasterAddr(), "127.0.2.1:10911", "the replica listed as acting master")
+	testutil.Equal(t, len(bd.BrokerAddrs), 1, "addresses")
+	testutil.True(t, bd.EnableActingMaster, "enableActingMaster")
 	testutil.Equal(t, bd.ZoneName, "idc2", "zoneName follows the remaining replica")
+	testutil.Equal(t, bd.AddrZone(0), "idc2", "acting master's IDC")
 	testutil.Equal(t, len(r.QueueDatas), 1, "queue data kept while a replica serves reads")
+	testutil.True(t, !protocol.Writeable(r.QueueDatas[0].Perm) && protocol.Readable(r.QueueDatas[0].Perm),
+		"the acting master's queues are read-only")
+
+	// The cluster view (admin) shows the truth.
+	resp = invoke(t, c, ns.Addr(), protocol.GetBrokerClusterInfo, nil, nil)
+	ci, err := protocol.DecodeClusterLiveInfo(resp.Body)
+	testutil.NoError(t, err)
+	truth := ci.BrokerAddrTable["broker-a"]
+	testutil.Equal(t, truth.MasterAddr(), "", "no master in the cluster info")
 }

@@ -427,10 +427,14 @@ func (t *routeTable) route(topic string) (*protocol.TopicRouteData, bool) {
 		if bd == nil {
 			continue
 		}
-		r.QueueDatas = append(r.QueueDatas, qmap[name])
+		qd := qmap[name]
 		c := *bd
 		c.BrokerAddrs = maps.Clone(bd.BrokerAddrs)
 		c.BrokerAddrZones = maps.Clone(bd.BrokerAddrZones)
+		if actAsMaster(&c) {
+			qd.Perm &^= protocol.PermWrite
+		}
+		r.QueueDatas = append(r.QueueDatas, qd)
 		r.BrokerDatas = append(r.BrokerDatas, c)
 		for _, addr := range bd.BrokerAddrs {
 			if fs := t.filterServerTable[addr]; len(fs) > 0 {
@@ -507,4 +511,26 @@ func connClosed(conn *remoting.Conn) bool {
 	default:
 		return false
 	}
+}
+
+// actAsMaster presents the lowest-id replica of a group with no master as
+// its acting master (id 0), as RocketMQ 5's name server does with
+// supportActingMaster: stock clients look up consumer offsets and queue
+// bounds at id 0 only, so without it they could not read a group whose
+// master is down. The caller removes the write permission from the
+// group's queues, so producers send elsewhere and the replica serves
+// reads only. It reports whether it changed b.
+func actAsMaster(b *protocol.BrokerData) bool {
+	if len(b.BrokerAddrs) == 0 || b.BrokerAddrs[protocol.MasterID] != "" {
+		return false
+	}
+	minID := slices.Min(slices.Collect(maps.Keys(b.BrokerAddrs)))
+	b.BrokerAddrs[protocol.MasterID] = b.BrokerAddrs[minID]
+	delete(b.BrokerAddrs, minID)
+	if z, ok := b.BrokerAddrZones[minID]; ok {
+		b.BrokerAddrZones[protocol.MasterID] = z
+		delete(b.BrokerAddrZones, minID)
+	}
+	b.EnableActingMaster = true
+	return true
 }

@@ -65,7 +65,10 @@ func TestNamesrvZoneMode(t *testing.T) {
 	wantCode(t, b.unregister(ns.Addr()), protocol.Success)
 	r, _ := getRoute(t, c, ns.Addr(), "TopicA", zone("idc2"))
 	testutil.Equal(t, routeBrokers(r), "broker-a@idc1=4 broker-a2@IDC1=1 broker-b@idc2=8", "masterless idc2")
-	testutil.Equal(t, r.BrokerDatas[2].MasterAddr(), "", "broker-b has no master")
+	// Its slave acts as master for readers, with read-only queues.
+	testutil.Equal(t, r.BrokerDatas[2].MasterAddr(), "127.0.2.1:10921", "broker-b's slave acts as master")
+	testutil.True(t, r.BrokerDatas[2].EnableActingMaster, "enableActingMaster")
+	testutil.True(t, !protocol.Writeable(r.QueueDatas[2].Perm), "the acting master's queues are read-only")
 }
 
 func TestNamesrvFilterByZoneKeepsFilterServers(t *testing.T) {
