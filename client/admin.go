@@ -78,7 +78,7 @@ func (a *Admin) Cluster(ctx context.Context) ([]BrokerStatus, error) {
 	var out []BrokerStatus
 	for name, bd := range info.BrokerAddrTable {
 		for id, baddr := range bd.BrokerAddrs {
-			st := BrokerStatus{Cluster: bd.Cluster, Name: name, ID: id, IDC: bd.ZoneName, Addr: baddr, Alive: true}
+			st := BrokerStatus{Cluster: bd.Cluster, Name: name, ID: id, IDC: bd.AddrZone(id), Addr: baddr, Alive: true}
 			if live, ok := info.BrokerLiveTable[baddr]; ok {
 				st.LastHeartbeat = time.UnixMilli(live.LastUpdateTimestamp)
 			} else if len(info.BrokerLiveTable) > 0 {

@@ -70,6 +70,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"with --base-port 0); 'off' disables it")
 	topic := fs.String("topic", "Demo", "topic created on every broker at start, ready for the printed commands ('' for none)")
 	logLevel := fs.String("log-level", "warn", "server log `level` on stderr: debug, info (every registration and failover), warn or error")
+	replicas := fs.Int("replicas", 1, "`copies` of each IDC's broker group, the master counted: 2 adds a replica of every\n"+
+		"IDC's broker in the next IDC (on port BASE+912), so an IDC's messages survive its loss")
+	replication := fs.String("replication", "sync", "how masters acknowledge with --replicas > 1: sync (every in-sync replica holds\n"+
+		"the message) or async")
 	if err := parseQuiet(fs, args, stderr); err != nil {
 		return err
 	}
@@ -78,6 +82,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usagef("--idcs must be within 1..254, got %d", *idcs)
 	case *basePort < 0 || *basePort+9876 > 65535:
 		return usagef("--base-port must be 0 or leave room for BASE+9876 <= 65535, got %d", *basePort)
+	case *replicas < 1 || *replicas > *idcs:
+		return usagef("--replicas must be within 1..--idcs (%d), got %d", *idcs, *replicas)
+	case *replication != "sync" && *replication != "async":
+		return usagef("--replication must be sync or async, got %q", *replication)
 	}
 	if *control == "" {
 		port := 0
@@ -106,7 +114,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer ln.Close()
 	}
 	start := time.Now()
-	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: *idcs, DataDir: *dataDir, BasePort: *basePort, Logger: logger})
+	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: *idcs, DataDir: *dataDir, BasePort: *basePort, Logger: logger,
+		Replicas: *replicas, Replication: *replication})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -198,6 +207,14 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 			devcluster.BrokerName(n), c.BrokerAddr(n))
 	}
 	tw.Flush()
+	if c.Replicas() > 1 {
+		fmt.Fprintf(w, "\nReplicas (each group's id 1..%d, copying its master's log):\n", c.Replicas()-1)
+		for n := 1; n <= c.IDCs(); n++ {
+			for id := int64(1); id < int64(c.Replicas()); id++ {
+				fmt.Fprintf(w, "  %s id %d  %s\n", devcluster.BrokerName(n), id, c.ReplicaAddr(n, id))
+			}
+		}
+	}
 	topic := o.topic
 	if topic == "" {
 		topic = "Demo"

@@ -93,6 +93,10 @@ type replication struct {
 	metaVersions [2]protocol.DataVersion // topics, groups last applied from the master
 
 	client *remoting.Client // replica: connections to the master
+
+	// fresh: the data directory had no replication state (a new broker,
+	// or one whose disk was replaced).
+	fresh bool
 }
 
 // offsetKey names one consumer offset.
@@ -126,6 +130,7 @@ func newReplication(s *Server) (*replication, error) {
 	}
 	if !found {
 		r.state = replicationState{Master: s.opts.BrokerID == protocol.MasterID, RegisteredID: s.opts.BrokerID}
+		r.fresh = s.store.CommitLogMaxOffset() == 0
 	} else if r.state.Master != (s.opts.BrokerID == protocol.MasterID) {
 		s.logger.Warn("the data directory's role differs from --id (a switchover changed it); keeping the data directory's",
 			"master", r.state.Master, "registeredId", r.state.RegisteredID, "id", s.opts.BrokerID)
@@ -150,7 +155,16 @@ func (r *replication) start(ctx context.Context) error {
 	if !r.master.Load() {
 		return nil
 	}
-	if other, ids := r.liveGroup(ctx); other != "" {
+	other, ids := r.liveGroup(ctx)
+	if other == "" && r.fresh && len(ids) > 0 {
+		// An empty data directory must not lead a group whose replicas
+		// hold data: it would make them drop it. It follows instead, and
+		// an operator promotes a replica (admin broker switch --force).
+		r.s.logger.Warn("this broker's data directory is empty but its group has live replicas and no master; "+
+			"starting as a replica: promote one with 'zonemq admin broker switch --force'", "replicas", len(ids))
+		other = "(none yet)"
+	}
+	if other != "" {
 		id := int64(1)
 		for ids[id] {
 			id++
@@ -162,14 +176,22 @@ func (r *replication) start(ctx context.Context) error {
 			"master", other, "registeredId", id)
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.follow = other
 		r.setRoleLocked(false, id)
 		return r.persistLocked()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.startEpochLocked(r.lastEpoch() + 1)
+	r.startEpochLocked(nextEpoch(r.lastEpoch()))
 	return r.persistLocked()
+}
+
+// nextEpoch is the epoch of a master that starts on its own (a restart, a
+// forced promotion): above every epoch it knows and at least the Unix time
+// in seconds, so that a master started on an empty disk cannot reuse an
+// epoch number of the group's earlier history; its replicas then see an
+// epoch it never had and refuse to drop their data for it.
+func nextEpoch(last int64) int64 {
+	return max(last+1, time.Now().Unix())
 }
 
 // liveGroup asks the name servers for this group's live master at another

@@ -114,7 +114,7 @@ func (r *replication) dropReplica(id int64, c *remoting.Conn) {
 	wasInSync := p.inSync
 	r.mu.Unlock()
 	if wasInSync {
-		r.s.logger.Warn("replica left the in-sync set: its connection closed", "replica", id, "addr", p.addr)
+		r.s.logger.Info("replica left the in-sync set: its connection closed", "replica", id, "addr", p.addr)
 	}
 	r.signalAcks()
 }

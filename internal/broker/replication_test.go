@@ -414,3 +414,38 @@ func chunkEnd(from int64, chunk []byte, segSize int64) int64 {
 	}
 	return from + int64(len(chunk))
 }
+
+// TestReplicationEmptyMasterDoesNotWipeReplica: a master that returns with
+// an empty data directory (its disk was lost) must not lead the group and
+// make the replica drop what it holds: it follows, an operator promotes the
+// replica, and the new broker copies the whole log back.
+func TestReplicationEmptyMasterDoesNotWipeReplica(t *testing.T) {
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+	mopts := groupOptions(t, 1, "broker-e", 0, ReplicationSync, ns.Addr())
+	master, stopMaster := runBroker(t, mopts)
+	replica, _ := runBroker(t, groupOptions(t, 2, "broker-e", 1, ReplicationSync, ns.Addr()))
+	c := newRawClient(t)
+	createTopic(t, c, master.Addr(), "WipeTopic", 4)
+	waitInSync(t, master, 1)
+	acked := sendKeys(t, c, master.Addr(), "WipeTopic", "w", 60)
+	testutil.Equal(t, len(acked), 60, "acknowledged")
+	end := replica.store.CommitLogMaxOffset()
+	stopMaster()
+
+	mopts.Listen = master.Addr()
+	mopts.DataDir = t.TempDir() // the disk was replaced
+	master, _ = runBroker(t, mopts)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if master.repl.regID.Load() == 0 {
+			return fmt.Errorf("the empty broker has not stepped down yet")
+		}
+		return nil
+	})
+	testutil.True(t, !master.isMaster(), "an empty broker does not lead a group with data")
+	testutil.Equal(t, replica.store.CommitLogMaxOffset(), end, "the replica kept its log")
+
+	promote := protocol.ReplicaPromoteRequestHeader{BrokerName: "broker-e", LogEnd: -1}
+	expectCode(t, invoke(t, c, replica.Addr(), protocol.ReplicaPromote, promote.Ext(), nil), protocol.Success, "forced promotion")
+	waitCaughtUp(t, replica, master)
+	waitKeys(t, c, master.Addr(), "WipeTopic", 4, 60)
+}

@@ -146,6 +146,9 @@ func (s *Server) handleReplicaPromote(ctx context.Context, c *remoting.Conn, req
 	}
 	epoch := max(h.Epoch, r.lastEpoch()+1)
 	if h.LogEnd < 0 {
+		epoch = max(epoch, nextEpoch(r.lastEpoch()))
+	}
+	if h.LogEnd < 0 {
 		s.logger.Warn("forced promotion: whatever the old master held beyond this replica's log is not in the group any more",
 			"logEnd", end, "epoch", epoch)
 	}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// switchJSON is `admin broker switch --output json`.
+type switchJSON struct {
+	Broker    string `json:"broker"`
+	NewMaster string `json:"newMaster"`
+	Epoch     int64  `json:"epoch"`
+	LogEnd    int64  `json:"logEnd"`
+	Forced    bool   `json:"forced"`
+}
+
+func runAdminBrokerSwitch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	s := newAdminSession("broker switch", "--name BROKER --to ID [--force] [--timeout 5s] [--output text|json]", stderr)
+	name := s.fs.String("name", "", "the broker group (broker name) to switch (required)")
+	to := s.fs.Int64("to", 0, "the replica `id` that becomes master (required, >= 1)")
+	force := s.fs.Bool("force", false, "promote the replica although the master is gone: what the master acknowledged\n"+
+		"and the replica lacks is dropped from the group (nothing, with --replication sync)")
+	timeout := s.fs.Duration("timeout", 5*time.Second, "longest writes stay paused while the replica catches up")
+	check := func() error {
+		if *name == "" {
+			return usagef("admin broker switch: --name is required")
+		}
+		if *to < 1 {
+			return usagef("admin broker switch: --to must be a replica id (1 or more)")
+		}
+		return nil
+	}
+	if err := s.connect(ctx, args, check); err != nil {
+		return err
+	}
+	defer s.close()
+	began := time.Now()
+	res, err := s.admin.SwitchMaster(ctx, *name, *to, *force, *timeout)
+	if err != nil {
+		return fmt.Errorf("switch %s to replica %d: %s", *name, *to, oneLine(err.Error()))
+	}
+	if s.json() {
+		return printJSON(stdout, switchJSON{Broker: res.Broker, NewMaster: res.NewMaster, Epoch: res.Epoch, LogEnd: res.LogEnd, Forced: res.Forced})
+	}
+	if res.Forced {
+		fmt.Fprintf(stdout, "%s: replica %d at %s promoted by force in %s\n", res.Broker, *to, res.NewMaster, time.Since(began).Round(time.Millisecond))
+		return nil
+	}
+	fmt.Fprintf(stdout, "%s: master is now %s (epoch %d, log end %d), switched in %s\n",
+		res.Broker, res.NewMaster, res.Epoch, res.LogEnd, time.Since(began).Round(time.Millisecond))
+	return nil
+}
