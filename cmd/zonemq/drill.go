@@ -30,6 +30,8 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	portOffset := fs.Int("port-offset", 0, "added to every drill port (addrsrv 28080, namesrv 29876, broker 20911)")
 	binary := fs.String("binary", "", "zonemq binary to start the servers from (default: this executable)")
 	clientLog := fs.String("client-log", "", "write the drill's SDK clients' debug log to this file (default: discard)")
+	replicas := fs.Int("replicas", 1, "`copies` of each IDC's broker group (master counted); 2 or more replicates every\n"+
+		"group synchronously into the next IDCs and adds the idc-lost scenario")
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -61,6 +63,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		DrainTimeout: *drain,
 		WorkDir:      *workDir,
 		PortOffset:   *portOffset,
+		Replicas:     *replicas,
 		Progress:     stderr,
 		Terminal:     isTerminal(stderr),
 	})

@@ -22,9 +22,18 @@ const (
 type idcProcs struct {
 	name    string
 	ip      string
+	dir     string // its data
 	addrsrv *proc
 	namesrv *proc
 	broker  *proc
+	// replicas are the replica brokers this IDC hosts for other IDCs'
+	// broker groups (Options.Replicas > 1).
+	replicas []*proc
+}
+
+// servers lists every server process of the IDC, brokers first.
+func (i *idcProcs) servers() []*proc {
+	return append(append([]*proc{i.broker}, i.replicas...), i.addrsrv, i.namesrv)
 }
 
 func (i *idcProcs) addrsrvURL() string { return "http://" + i.addrsrv.addr }
@@ -39,7 +48,7 @@ type cluster struct {
 func idcName(n int) string { return fmt.Sprintf("idc%d", n) }
 
 // newCluster lays out n IDCs under workDir; nothing is started yet.
-func newCluster(binary, workDir string, n int, portOffset int) (*cluster, error) {
+func newCluster(binary, workDir string, n, replicas, portOffset int) (*cluster, error) {
 	c := &cluster{binary: binary, workDir: workDir}
 	var namesrvs []string
 	for i := 1; i <= n; i++ {
@@ -55,9 +64,15 @@ func newCluster(binary, workDir string, n int, portOffset int) (*cluster, error)
 		addrsrvAddr := fmt.Sprintf("%s:%d", ip, drillAddrsrvPort+portOffset)
 		namesrvAddr := fmt.Sprintf("%s:%d", ip, drillNamesrvPort+portOffset)
 		brokerAddr := fmt.Sprintf("%s:%d", ip, drillBrokerPort+portOffset)
+		brokerArgs := []string{"--listen", brokerAddr, "--idc", name, "--name", "broker-" + name,
+			"--data", filepath.Join(dir, "broker"), "--addrsrv", "http://" + addrsrvAddr, "--flush", "sync"}
+		if replicas > 1 {
+			brokerArgs = append(brokerArgs, "--replication", "sync")
+		}
 		c.idcs = append(c.idcs, &idcProcs{
 			name: name,
 			ip:   ip,
+			dir:  dir,
 			addrsrv: newProc(binary, workDir, roleAddrsrv, name, addrsrvAddr, []string{
 				"--listen", addrsrvAddr, "--idc", name,
 				"--namesrv", strings.Join(namesrvs, ","), "--probe-interval", "1s",
@@ -66,14 +81,31 @@ func newCluster(binary, workDir string, n int, portOffset int) (*cluster, error)
 				"--listen", namesrvAddr, "--idc", name,
 				"--kv-config", filepath.Join(dir, "namesrv", "kvConfig.json"),
 			}),
-			broker: newProc(binary, workDir, roleBroker, name, brokerAddr, []string{
-				"--listen", brokerAddr, "--idc", name, "--name", "broker-" + name,
-				"--data", filepath.Join(dir, "broker"), "--addrsrv", "http://" + addrsrvAddr,
-				"--flush", "sync",
-			}),
+			broker: newProc(binary, workDir, roleBroker, name, brokerAddr, brokerArgs),
 		})
 	}
+	// Replica k of IDC g's broker group lives in IDC g+k, on the broker
+	// port + k.
+	for g := 1; g <= n; g++ {
+		for k := 1; k < replicas; k++ {
+			host := c.idcs[(g-1+k)%n]
+			group := "broker-" + idcName(g)
+			addr := fmt.Sprintf("%s:%d", host.ip, drillBrokerPort+portOffset+k)
+			p := newProc(binary, workDir, roleBroker, host.name, addr, []string{
+				"--listen", addr, "--idc", host.name, "--name", group, "--id", fmt.Sprint(k),
+				"--data", filepath.Join(host.dir, "replica-of-"+group), "--addrsrv", host.addrsrvURLFor(portOffset),
+				"--flush", "sync", "--replication", "sync",
+			})
+			p.logPath = filepath.Join(workDir, fmt.Sprintf("%s-replica-of-%s.log", host.name, group))
+			host.replicas = append(host.replicas, p)
+		}
+	}
 	return c, nil
+}
+
+// addrsrvURLFor is the IDC's address server URL before its proc exists.
+func (i *idcProcs) addrsrvURLFor(portOffset int) string {
+	return fmt.Sprintf("http://%s:%d", i.ip, drillAddrsrvPort+portOffset)
 }
 
 // start starts every IDC's name server, address server and broker.
@@ -93,13 +125,20 @@ func (c *cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
+	for _, i := range c.idcs {
+		for _, r := range i.replicas {
+			if err := r.start(ctx); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
 // close stops every process, killing what does not stop in time.
 func (c *cluster) close() {
 	for _, i := range c.idcs {
-		for _, p := range []*proc{i.broker, i.addrsrv, i.namesrv} {
+		for _, p := range i.servers() {
 			if err := p.terminate(10 * time.Second); err != nil {
 				p.kill()
 			}

@@ -37,6 +37,10 @@ type Options struct {
 	WorkDir string
 	// PortOffset shifts every well-known drill port (to run two at once).
 	PortOffset int
+	// Replicas is how many copies each IDC's broker group keeps, the master
+	// counted; with 2 or more every group replicates synchronously into the
+	// next IDCs and the drill adds the idc-lost scenario. Zero means 1.
+	Replicas int
 	// Progress, if set, receives progress lines while the drill runs;
 	// Terminal makes them one refreshing line.
 	Progress io.Writer
@@ -90,7 +94,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			}
 		}
 	}
-	cl, err := newCluster(opts.Binary, workDir, opts.IDCs, opts.PortOffset)
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
+	if opts.Replicas < 1 || opts.Replicas > opts.IDCs {
+		return nil, fmt.Errorf("drill: --replicas must be 1..--idcs (%d), got %d", opts.IDCs, opts.Replicas)
+	}
+	cl, err := newCluster(opts.Binary, workDir, opts.IDCs, opts.Replicas, opts.PortOffset)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func (d *drill) steps() []step {
 			return nil
 		}
 	}
-	return []step{
+	steps := []step{
 		{name: "S2", failure: "kill", description: "SIGKILL every broker of " + i.name,
 			fail: kill(i.broker), restore: restart(i.broker)},
 		{name: "S2", failure: "hang", description: "SIGSTOP every broker of " + i.name,
@@ -79,6 +79,10 @@ func (d *drill) steps() []step {
 			fail:    func(ctx context.Context) error { return w.stopConsumer(ctx, i.name) },
 			restore: func(ctx context.Context) error { return w.startConsumer(ctx, i) }},
 	}
+	if d.opts.Replicas > 1 {
+		steps = append(steps, d.idcLostStep())
+	}
+	return steps
 }
 
 // play runs one step: fail, hold for the phase length, repair, hold again.
