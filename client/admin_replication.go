@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -80,4 +81,25 @@ func (a *Admin) SwitchMaster(ctx context.Context, name string, to int64, force b
 	res.Epoch, _ = strconv.ParseInt(resp.Ext("epoch"), 10, 64)
 	res.LogEnd, _ = strconv.ParseInt(resp.Ext("logEnd"), 10, 64)
 	return res, nil
+}
+
+// BrokerRuntime returns a broker's GET_BROKER_RUNTIME_INFO table: its
+// counters, store bounds and, for zonemq brokers, its replication state
+// (brokerRole, replicationEpoch, inSyncReplicas, replicas, masterAddr).
+func (a *Admin) BrokerRuntime(ctx context.Context, addr string) (map[string]string, error) {
+	if err := a.c.running(); err != nil {
+		return nil, err
+	}
+	resp, err := a.c.invoke(ctx, addr, request(protocol.GetBrokerRuntimeInfo, nil, nil), a.c.cfg.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != int32(protocol.Success) {
+		return nil, responseError(protocol.GetBrokerRuntimeInfo, addr, resp)
+	}
+	var kv protocol.KVTable
+	if err := json.Unmarshal(resp.Body, &kv); err != nil {
+		return nil, fmt.Errorf("zonemq client: runtime info of %s: %w", addr, err)
+	}
+	return kv.Table, nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/drill"
@@ -30,6 +31,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	portOffset := fs.Int("port-offset", 0, "added to every drill port (addrsrv 28080, namesrv 29876, broker 20911)")
 	binary := fs.String("binary", "", "zonemq binary to start the servers from (default: this executable)")
 	clientLog := fs.String("client-log", "", "write the drill's SDK clients' debug log to this file (default: discard)")
+	only := fs.String("only", "", "play only these `scenarios`, comma-separated (S2, S3, S4, idc-lost), after S1")
 	replicas := fs.Int("replicas", 1, "`copies` of each IDC's broker group (master counted); 2 or more replicates every\n"+
 		"group synchronously into the next IDCs and adds the idc-lost scenario")
 	if err := parseFlags(fs, args, nil); err != nil {
@@ -64,6 +66,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		WorkDir:      *workDir,
 		PortOffset:   *portOffset,
 		Replicas:     *replicas,
+		Only:         splitList(*only),
 		Progress:     stderr,
 		Terminal:     isTerminal(stderr),
 	})
@@ -92,4 +95,15 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

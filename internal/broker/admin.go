@@ -39,6 +39,7 @@ func (s *Server) handleGetBrokerRuntimeInfo(ctx context.Context, c *remoting.Con
 		"clientConnectionCount": strconv.Itoa(clients),
 		"namesrvRegistered":     s.namesrvs.describe(),
 	}
+	s.repl.describe(table)
 	return successJSON(req, protocol.KVTable{Table: table})
 }
 

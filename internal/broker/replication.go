@@ -2,9 +2,11 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,8 +157,8 @@ func (r *replication) start(ctx context.Context) error {
 	if !r.master.Load() {
 		return nil
 	}
-	other, ids := r.liveGroup(ctx)
-	if other == "" && r.fresh && len(ids) > 0 {
+	other, ids, addrs := r.liveGroup(ctx)
+	if other == "" && r.fresh && r.anyHasData(ctx, addrs) {
 		// An empty data directory must not lead a group whose replicas
 		// hold data: it would make them drop it. It follows instead, and
 		// an operator promotes a replica (admin broker switch --force).
@@ -196,9 +198,10 @@ func nextEpoch(last int64) int64 {
 
 // liveGroup asks the name servers for this group's live master at another
 // address, and which ids the group's live brokers use.
-func (r *replication) liveGroup(ctx context.Context) (string, map[int64]bool) {
+func (r *replication) liveGroup(ctx context.Context) (string, map[int64]bool, []string) {
 	req := remoting.NewRequest(int32(protocol.GetBrokerClusterInfo), nil, nil)
 	ids := map[int64]bool{}
+	var addrs []string
 	other := ""
 	for _, ns := range r.s.startupNamesrvs(ctx) {
 		ictx, cancel := context.WithTimeout(ctx, r.s.opts.NamesrvTimeout)
@@ -223,12 +226,34 @@ func (r *replication) liveGroup(ctx context.Context) (string, map[int64]bool) {
 				continue
 			}
 			ids[id] = true
+			if !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
 			if id == protocol.MasterID {
 				other = a
 			}
 		}
 	}
-	return other, ids
+	return other, ids, addrs
+}
+
+// anyHasData asks the group's live members for their log end: an empty
+// broker must not lead a group whose replicas hold messages. A member that
+// does not answer counts as holding data (the safe side).
+func (r *replication) anyHasData(ctx context.Context, addrs []string) bool {
+	for _, a := range addrs {
+		ictx, cancel := context.WithTimeout(ctx, r.s.opts.NamesrvTimeout)
+		resp, err := r.client.Invoke(ictx, a, remoting.NewRequest(int32(protocol.GetBrokerRuntimeInfo), nil, nil))
+		cancel()
+		if err != nil || resp.Code != int32(protocol.Success) {
+			return true
+		}
+		var kv protocol.KVTable
+		if err := json.Unmarshal(resp.Body, &kv); err != nil || kv.Table["commitLogMaxOffset"] != "0" {
+			return true
+		}
+	}
+	return false
 }
 
 // startEpochLocked records that epoch e writes the log from its current end.

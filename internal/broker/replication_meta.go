@@ -3,6 +3,9 @@ package broker
 import (
 	"fmt"
 	"maps"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 )
@@ -80,4 +83,35 @@ func (s *Server) readableTopic(topic string) (protocol.TopicConfig, bool) {
 	}
 	n := int(ids[len(ids)-1]) + 1
 	return newTopicConfig(topic, n, protocol.PermReadWrite), true
+}
+
+// describe adds the broker's replication state to a runtime-info table:
+// its role as RocketMQ names it, epoch, registered id, and on a master each
+// replica's progress, on a replica the master it follows.
+func (r *replication) describe(table map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	role := "SLAVE"
+	if r.state.Master {
+		role = "ASYNC_MASTER"
+		if r.s.opts.Replication == ReplicationSync {
+			role = "SYNC_MASTER"
+		}
+	}
+	table["brokerRole"] = role
+	table["registeredBrokerId"] = strconv.FormatInt(r.state.RegisteredID, 10)
+	table["replicationEpoch"] = strconv.FormatInt(r.lastEpoch(), 10)
+	table["inSyncReplicas"] = strconv.Itoa(r.inSyncLocked())
+	if !r.state.Master {
+		table["masterAddr"] = r.follow
+		return
+	}
+	ids := slices.Sorted(maps.Keys(r.replicas))
+	parts := make([]string, 0, len(ids))
+	end := r.s.store.CommitLogMaxOffset()
+	for _, id := range ids {
+		p := r.replicas[id]
+		parts = append(parts, fmt.Sprintf("%d=%s/%s acked=%d behind=%d inSync=%t", id, p.addr, p.idc, p.acked, end-p.acked, p.inSync))
+	}
+	table["replicas"] = strings.Join(parts, "; ")
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 )
@@ -37,6 +38,9 @@ type Options struct {
 	WorkDir string
 	// PortOffset shifts every well-known drill port (to run two at once).
 	PortOffset int
+	// Only, if set, plays just the scenarios named (as in the report: S2,
+	// S3, S4, idc-lost), after the healthy S1 window.
+	Only []string
 	// Replicas is how many copies each IDC's broker group keeps, the master
 	// counted; with 2 or more every group replicates synchronously into the
 	// next IDCs and the drill adds the idc-lost scenario. Zero means 1.
@@ -146,6 +150,9 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 
 	var phases []*phase
 	for _, s := range d.steps() {
+		if len(d.opts.Only) > 0 && !slices.Contains(d.opts.Only, s.name) {
+			continue
+		}
 		p, err := d.play(ctx, s)
 		if err != nil {
 			return nil, err

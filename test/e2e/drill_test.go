@@ -89,3 +89,55 @@ func TestE2EDrillShort(t *testing.T) {
 		t.Errorf("drill failed (exit: %v): %v", runErr, r.Problems)
 	}
 }
+
+// TestE2EDrillIDCLost plays the idc-lost scenario with every broker group
+// replicated synchronously into the other IDC: every process of idc1 is
+// SIGKILLed and its data deleted; nothing acknowledged may be lost or
+// stranded (the replicas serve it), and idc1 must recover on empty disks.
+func TestE2EDrillIDCLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the drill takes about half a minute")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	offset := strconv.Itoa(450 + os.Getpid()%400)
+	cmd := exec.CommandContext(ctx, binary, "drill", "--idcs", "2", "--replicas", "2", "--only", "idc-lost",
+		"--duration", "4s", "--output", "json", "--port-offset", offset, "--drain-timeout", "60s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	t.Logf("drill progress:\n%s", stderr.String())
+	var r struct {
+		OK        bool     `json:"ok"`
+		Problems  []string `json:"problems"`
+		Scenarios []struct {
+			Name      string   `json:"name"`
+			Acked     int      `json:"acked"`
+			Lost      int      `json:"lost"`
+			Stranded  int      `json:"stranded"`
+			Recovered bool     `json:"recovered"`
+			Notes     []string `json:"notes"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("drill printed no JSON report (exit: %v): %v\n%s", runErr, err, stdout.String())
+	}
+	t.Logf("drill report:\n%s", stdout.String())
+	found := false
+	for _, s := range r.Scenarios {
+		if s.Name != "idc-lost" {
+			continue
+		}
+		found = true
+		if s.Acked == 0 || s.Lost != 0 || s.Stranded != 0 || !s.Recovered {
+			t.Errorf("idc-lost: acked %d, lost %d, stranded %d, recovered %v %v", s.Acked, s.Lost, s.Stranded, s.Recovered, s.Notes)
+		}
+	}
+	if !found {
+		t.Fatal("the drill report has no idc-lost scenario")
+	}
+	if !r.OK {
+		t.Errorf("the drill failed: %v", r.Problems)
+	}
+}
