@@ -449,3 +449,36 @@ func TestReplicationEmptyMasterDoesNotWipeReplica(t *testing.T) {
 	waitCaughtUp(t, replica, master)
 	waitKeys(t, c, master.Addr(), "WipeTopic", 4, 60)
 }
+
+// TestReplicationLaggingReplicaLeavesAndRejoins: a replica whose link to
+// the master goes silent (no close) leaves the in-sync set after
+// ReplicaLagMax, so sync sends stop waiting for it; when the link heals it
+// catches up and rejoins, and sync sends wait for it again.
+func TestReplicationLaggingReplicaLeavesAndRejoins(t *testing.T) {
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+	mopts := groupOptions(t, 1, "broker-l", 0, ReplicationSync, ns.Addr())
+	mopts.ReplicaLagMax = 500 * time.Millisecond
+	master, _ := runBroker(t, mopts)
+	proxy, err := testutil.NewProxy("127.0.2.1:0", master.Addr())
+	testutil.NoError(t, err, "proxy")
+	t.Cleanup(func() { proxy.Close() })
+	ropts := groupOptions(t, 2, "broker-l", 1, ReplicationSync, ns.Addr())
+	ropts.MasterAddr = proxy.Addr() // the replica's link to the master goes through the proxy
+	replica, _ := runBroker(t, ropts)
+	c := newRawClient(t)
+	createTopic(t, c, master.Addr(), "LagTopic", 4)
+	waitInSync(t, master, 1)
+
+	proxy.Blackhole(true)
+	// Sends wait for the silent replica until it is evicted, then go on.
+	acked := sendKeys(t, c, master.Addr(), "LagTopic", "l", 20)
+	testutil.Equal(t, len(acked), 20, "sends acknowledged once the silent replica left the in-sync set")
+	waitInSync(t, master, 0)
+
+	proxy.Restore()
+	waitInSync(t, master, 1)
+	more := sendKeys(t, c, master.Addr(), "LagTopic", "m", 20)
+	testutil.Equal(t, len(more), 20, "acknowledged with the replica back in sync")
+	waitCaughtUp(t, master, replica)
+	waitKeys(t, c, replica.Addr(), "LagTopic", 4, len(acked)+20)
+}
