@@ -115,3 +115,17 @@ func (r *replication) describe(table map[string]string) {
 	}
 	table["replicas"] = strings.Join(parts, "; ")
 }
+
+// reload rebuilds the transaction check state from the log a replica
+// copied, when it becomes master: every op record stored is replayed (the
+// replica's in-memory state is the one it had when it started), and checks
+// start from the oldest half message not resolved.
+func (t *transactionService) reload() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.halfOffset = t.s.store.MinOffset(transHalfTopic, 0)
+	t.resolved = map[int64]resolution{}
+	t.checks = map[int64]int{}
+	t.replayOps(t.s.store.MinOffset(transOpHalfTopic, 0))
+	t.dirty = true
+}

@@ -136,12 +136,13 @@ func (s *Server) handleReplicaPromote(ctx context.Context, c *remoting.Conn, req
 	}
 	r := s.repl
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.state.Master {
+		r.mu.Unlock()
 		return errorf(req, protocol.SystemError, "broker %s at %s is already master", s.opts.BrokerName, s.addr)
 	}
 	end := s.store.CommitLogMaxOffset()
 	if h.LogEnd >= 0 && end != h.LogEnd {
+		r.mu.Unlock()
 		return errorf(req, protocol.SystemError, "this replica's log ends at %d, the master's at %d", end, h.LogEnd)
 	}
 	epoch := max(h.Epoch, r.lastEpoch()+1)
@@ -158,16 +159,22 @@ func (s *Server) handleReplicaPromote(ctx context.Context, c *remoting.Conn, req
 	if err := r.persistLocked(); err != nil {
 		s.logger.Error("promotion: persisting the new role", "err", err)
 	}
+	r.mu.Unlock()
+	// Outside r.mu: the services take their own locks and store messages.
 	s.afterPromotion()
 	s.namesrvs.kickAll()
 	s.logger.Info("promoted to master", "epoch", epoch, "logEnd", end)
 	return remoting.NewResponse(req, int32(protocol.Success), "")
 }
 
-// afterPromotion reloads what the replica only kept on disk: the delay
-// progress copied from the old master.
+// afterPromotion reloads what the replica only kept on disk or in its log:
+// the delay progress copied from the old master and the transaction state.
 func (s *Server) afterPromotion() {
 	if d := s.extra.schedule; d != nil {
 		d.reload()
+	}
+	if t := s.extra.transactions; t != nil {
+		t.reload()
+		t.advance()
 	}
 }
