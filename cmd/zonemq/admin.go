@@ -37,6 +37,7 @@ var adminCommands = []adminCommand{
 	{"topic route", "show a topic's brokers with their IDC and queues", runAdminTopicRoute},
 	{"topic list", "list the topics the name servers know", runAdminTopicList},
 	{"cluster", "list the brokers by IDC: name, address, alive, last heartbeat", runAdminCluster},
+	{"broker status", "every broker's role, epoch, log end and replicas (in sync, behind)", runAdminBrokerStatus},
 	{"broker switch", "make a replica its group's master (planned switchover, or --force)", runAdminBrokerSwitch},
 	{"group", "show a consumer group's offsets, lag and owner per queue", runAdminGroup},
 	{"clients", "list the live producers and consumers of every IDC", runAdminClients},

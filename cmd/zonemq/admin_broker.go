@@ -52,3 +52,67 @@ func runAdminBrokerSwitch(ctx context.Context, args []string, stdout, stderr io.
 		res.Broker, res.NewMaster, res.Epoch, res.LogEnd, time.Since(began).Round(time.Millisecond))
 	return nil
 }
+
+// brokerStatusJSON is one broker in `admin broker status --output json`.
+type brokerStatusJSON struct {
+	Name           string `json:"name"`
+	ID             int64  `json:"id"`
+	Addr           string `json:"addr"`
+	IDC            string `json:"idc"`
+	Role           string `json:"role"`
+	Epoch          string `json:"epoch"`
+	LogEnd         string `json:"logEnd"`
+	InSyncReplicas string `json:"inSyncReplicas"`
+	Replicas       string `json:"replicas,omitempty"`
+	MasterAddr     string `json:"masterAddr,omitempty"`
+	Error          string `json:"error,omitempty"`
+}
+
+func runAdminBrokerStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	s := newAdminSession("broker status", "[--name BROKER] [--output text|json]", stderr)
+	name := s.fs.String("name", "", "only this broker group (default: every group)")
+	if err := s.connect(ctx, args, nil); err != nil {
+		return err
+	}
+	defer s.close()
+	brokers, err := s.admin.Cluster(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster info: %s", oneLine(err.Error()))
+	}
+	var out []brokerStatusJSON
+	for _, b := range brokers {
+		if (*name != "" && b.Name != *name) || !b.Alive {
+			continue
+		}
+		st := brokerStatusJSON{Name: b.Name, ID: b.ID, Addr: b.Addr, IDC: b.IDC}
+		info, err := s.admin.BrokerRuntime(ctx, b.Addr)
+		if err != nil {
+			st.Error = oneLine(err.Error())
+		} else {
+			st.Role, st.Epoch, st.LogEnd = info["brokerRole"], info["replicationEpoch"], info["commitLogMaxOffset"]
+			st.InSyncReplicas, st.Replicas, st.MasterAddr = info["inSyncReplicas"], info["replicas"], info["masterAddr"]
+		}
+		out = append(out, st)
+	}
+	if *name != "" && len(out) == 0 {
+		return fmt.Errorf("broker status: no live broker named %s", *name)
+	}
+	if s.json() {
+		if out == nil {
+			out = []brokerStatusJSON{}
+		}
+		return printJSON(stdout, out)
+	}
+	t := newTable(stdout, "BROKER", "ID", "ADDRESS", "IDC", "ROLE", "EPOCH", "LOG END", "IN SYNC", "REPLICAS / MASTER")
+	for _, st := range out {
+		detail := st.Replicas
+		if st.MasterAddr != "" {
+			detail = "follows " + st.MasterAddr
+		}
+		if st.Error != "" {
+			detail = "error: " + st.Error
+		}
+		t.row(st.Name, st.ID, st.Addr, st.IDC, st.Role, st.Epoch, st.LogEnd, st.InSyncReplicas, detail)
+	}
+	return t.flush()
+}
