@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,25 +53,64 @@ func BenchmarkReplicationSend(b *testing.B) {
 			c := benchClient(b, master.Addr())
 			body := make([]byte, benchBodySize)
 			var seq atomic.Int64
+			var latMu sync.Mutex
+			var lats []time.Duration
+			// The replica's lag behind the master's log end, sampled.
+			var maxLag atomic.Int64
+			stopLag := make(chan struct{})
+			lagDone := make(chan struct{})
+			go func() {
+				defer close(lagDone)
+				t := time.NewTicker(5 * time.Millisecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-stopLag:
+						return
+					case <-t.C:
+					}
+					end := master.store.CommitLogMaxOffset()
+					for _, st := range master.repl.replicaStates() {
+						if lag := end - st.Acked; lag > maxLag.Load() {
+							maxLag.Store(lag)
+						}
+					}
+				}
+			}()
 			b.SetBytes(benchBodySize)
 			b.SetParallelism(32)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
+				var mine []time.Duration
 				for pb.Next() {
 					n := seq.Add(1)
 					req := remoting.NewRequest(int32(protocol.SendMessage), benchSendExt(int32(n%benchQueues), n), body)
+					began := time.Now()
 					resp, err := c.Invoke(ctx, master.Addr(), req)
 					if err != nil {
 						b.Fatal(err)
 					}
+					mine = append(mine, time.Since(began))
 					if resp.Code != int32(protocol.Success) {
 						b.Fatalf("send: %s (%s)", protocol.ResponseCode(resp.Code), resp.Remark)
 					}
 				}
+				latMu.Lock()
+				lats = append(lats, mine...)
+				latMu.Unlock()
 			})
 			b.StopTimer()
+			close(stopLag)
+			<-lagDone
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+			slices.Sort(lats)
+			if len(lats) > 0 {
+				b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds())/1000, "p99-ms")
+			}
+			if mode != "none" {
+				b.ReportMetric(float64(maxLag.Load())/1024, "max-lag-KiB")
+			}
 		})
 	}
 }
