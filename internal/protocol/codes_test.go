@@ -45,6 +45,8 @@ func TestCodesRetryable(t *testing.T) {
 	retryable := map[protocol.ResponseCode]bool{
 		protocol.SystemError: true, protocol.SystemBusy: true, protocol.ServiceNotAvailable: true,
 		protocol.NoPermission: true, protocol.TopicNotExist: true, protocol.FlowControl: true,
+		// Not copied to the group's replicas: not acknowledged, retried.
+		protocol.SlaveNotAvailable: true, protocol.FlushSlaveTimeout: true,
 	}
 	for _, code := range []protocol.ResponseCode{
 		protocol.Success, protocol.SystemError, protocol.SystemBusy, protocol.RequestCodeNotSupported,
@@ -59,10 +61,11 @@ func TestCodesRetryable(t *testing.T) {
 		err := &protocol.Error{Code: code}
 		testutil.Equal(t, err.Retryable(), retryable[code], code)
 	}
-	for _, code := range []protocol.ResponseCode{protocol.Success, protocol.FlushDiskTimeout, protocol.FlushSlaveTimeout, protocol.SlaveNotAvailable} {
+	for _, code := range []protocol.ResponseCode{protocol.Success, protocol.FlushDiskTimeout} {
 		testutil.True(t, code.SendSucceeded(), code)
 	}
-	for _, code := range []protocol.ResponseCode{protocol.SystemError, protocol.MessageIllegal, protocol.TopicNotExist} {
+	for _, code := range []protocol.ResponseCode{protocol.SystemError, protocol.MessageIllegal, protocol.TopicNotExist,
+		protocol.FlushSlaveTimeout, protocol.SlaveNotAvailable} {
 		testutil.True(t, !code.SendSucceeded(), code)
 	}
 }
