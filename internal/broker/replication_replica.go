@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -367,10 +368,5 @@ func setNested(m *map[string]map[string]map[int32]int64, k offsetKey, off int64)
 func (r *registrar) addrList() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.peers))
-	for a := range r.peers {
-		out = append(out, a)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(r.peers))
 }
