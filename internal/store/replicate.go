@@ -219,6 +219,16 @@ func (s *Store) appendReplicatedLocked(from int64, data []byte) (int64, map[*con
 					next = pend[i].max
 				}
 			}
+			if m.QueueOffset == 0 && next > 0 && !touched[q] {
+				// The master's queue starts over: the topic was deleted
+				// and created again there. Follow it.
+				s.log.Warn("replicated queue restarts at offset 0 (the topic was deleted and created again on the master); dropping the local queue",
+					"topic", m.Topic, "queue", m.QueueID, "previousMax", next)
+				if err := q.resetTo(0); err != nil {
+					return 0, nil, err
+				}
+				next = 0
+			}
 			if m.QueueOffset != next {
 				if next != q.minOffset.Load() || q.maxOffset.Load() != q.minOffset.Load() || touched[q] {
 					return 0, nil, fmt.Errorf("%w: record at %d has queue offset %d in %s/%d, the local queue is at %d",

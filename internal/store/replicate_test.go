@@ -176,3 +176,23 @@ func TestStoreReplicaStartsAtMastersOldestSegment(t *testing.T) {
 		t.Fatal("StartLogAt on a non-empty log succeeded")
 	}
 }
+
+func TestStoreReplicaFollowsARecreatedTopic(t *testing.T) {
+	mo, _ := testOptions(t)
+	master := openStore(t, mo)
+	ro, _ := testOptions(t)
+	replica := openStore(t, ro)
+	for i := range 20 {
+		mustPut(t, master, newMsg("T", 0, fmt.Sprintf("old-%d", i), nil))
+	}
+	copyLog(t, master, replica, 1<<20)
+	testutil.NoError(t, master.DeleteTopic("T"), "DeleteTopic")
+	for i := range 5 {
+		mustPut(t, master, newMsg("T", 0, fmt.Sprintf("new-%d", i), nil))
+	}
+	copyLog(t, master, replica, 1<<20)
+	got := readAll(t, replica, "T", 0)
+	testutil.Equal(t, len(got), 5, "the replica's queue restarted with the master's")
+	testutil.Equal(t, string(got[0].Body), "new-0", "first message")
+	testutil.Equal(t, got[0].QueueOffset, int64(0), "queue offset")
+}
