@@ -18,6 +18,9 @@ import (
 const (
 	// replicaRetry is the pause after a failed attempt to reach the master.
 	replicaRetry = 200 * time.Millisecond
+	// refusedRetry is the pause after the master refused this replica (an
+	// operator has to act; the error is logged each time).
+	refusedRetry = 5 * time.Second
 	// metaSyncInterval is how often a replica copies the master's metadata.
 	metaSyncInterval = time.Second
 	// fetchRPCTimeout bounds one fetch: the master parks it up to
@@ -42,13 +45,21 @@ func (r *replication) replicaLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		pause := replicaRetry
 		if err != nil {
 			r.s.logger.Debug("replication from the master stopped; retrying", "master", r.masterAddr(), "err", err)
+			var pe *protocol.Error
+			if errors.As(err, &pe) && pe.Code == protocol.SystemError {
+				// Refused for a reason an operator must fix (logged by
+				// hello): do not hammer the master.
+				pause = refusedRetry
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(replicaRetry):
+		case <-roleCh:
+		case <-time.After(pause):
 		}
 	}
 }
