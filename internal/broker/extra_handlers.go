@@ -16,6 +16,7 @@ type extraServices struct {
 	schedule     *scheduleService
 	locks        *lockTable
 	transactions *transactionService
+	sql          *sqlFilterCache
 }
 
 // registerExtraHandlers is the seam for retry, dead-letter, delay,
@@ -48,7 +49,9 @@ func (s *Server) registerExtraHandlers() error {
 		schedule:     schedule,
 		locks:        newLockTable(s.opts.LockLease),
 		transactions: transactions,
+		sql:          newSQLFilterCache(),
 	}
+	s.handle(protocol.CheckClientConfig, s.handleCheckClientConfig)
 
 	s.schedule = schedule.schedule
 	s.addLoop(schedule.deliverLoop)

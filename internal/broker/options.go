@@ -121,6 +121,11 @@ type Options struct {
 	// MasterAddr is, on a replica, the master's address. Empty: learn it
 	// from the name servers (the group's id-0 address). --master-addr.
 	MasterAddr string
+	// EnablePropertyFilter lets consumers subscribe with SQL92 property
+	// filters, evaluated on pull (default true; RocketMQ's
+	// enablePropertyFilter, which defaults to false there). Off, a SQL92
+	// pull or CHECK_CLIENT_CONFIG is refused with SYSTEM_ERROR, as there.
+	EnablePropertyFilter bool
 
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
@@ -151,10 +156,11 @@ func NewOptions() Options {
 		TransactionTimeout:       6 * time.Second,
 		TransactionCheckMax:      15,
 
-		Replication:       ReplicationAsync,
-		MinInsyncReplicas: 1,
-		ReplicaAckTimeout: 3 * time.Second,
-		ReplicaLagMax:     3 * time.Second,
+		Replication:          ReplicationAsync,
+		MinInsyncReplicas:    1,
+		ReplicaAckTimeout:    3 * time.Second,
+		ReplicaLagMax:        3 * time.Second,
+		EnablePropertyFilter: true,
 	}
 }
 
