@@ -38,7 +38,8 @@ broker's zoneName. See docs/broker.md.
 A RocketMQ broker.conf is accepted as --config: brokerClusterName, brokerName,
 brokerId, namesrvAddr, listenPort, brokerIP1, storePathRootDir, flushDiskType,
 autoCreateTopicEnable, maxMessageSize, mappedFileSizeCommitLog,
-messageDelayLevel, transactionCheckMax, fileReservedTime (hours),
+messageDelayLevel, transactionCheckMax, enablePropertyFilter,
+fileReservedTime (hours),
 diskMaxUsedSpaceRatio (percent), and registerNameServerPeriod,
 brokerHeartbeatInterval, transactionCheckInterval and transactionTimeOut (ms)
 are converted; brokerRole ASYNC_MASTER / SYNC_MASTER set --replication,
@@ -72,6 +73,7 @@ var brokerAliases = map[string]string{
 	"messageDelayLevel":       "message-delay-level",
 	"transactionCheckMax":     "transaction-check-max",
 	"haMasterAddress":         "master-addr",
+	"enablePropertyFilter":    "enable-property-filter",
 }
 
 // brokerConfConversions holds the RocketMQ broker.conf keys whose value
@@ -182,6 +184,9 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	fs.StringVar(&opts.MasterAddr, "master-addr", "",
 		"on a replica, the master's `host:port`; empty: the group's id-0 address the name\n"+
 			"servers list (config alias haMasterAddress)")
+	fs.BoolVar(&opts.EnablePropertyFilter, "enable-property-filter", opts.EnablePropertyFilter,
+		"let consumers subscribe with SQL92 property filters, evaluated on pull (config alias\n"+
+			"enablePropertyFilter; RocketMQ's default is false)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
