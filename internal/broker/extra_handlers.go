@@ -17,6 +17,7 @@ type extraServices struct {
 	locks        *lockTable
 	transactions *transactionService
 	sql          *sqlFilterCache
+	timers       *timerService
 }
 
 // registerExtraHandlers is the seam for retry, dead-letter, delay,
@@ -52,6 +53,11 @@ func (s *Server) registerExtraHandlers() error {
 		sql:          newSQLFilterCache(),
 	}
 	s.handle(protocol.CheckClientConfig, s.handleCheckClientConfig)
+	if s.extra.timers, err = newTimerService(s); err != nil {
+		return err
+	}
+	s.addLoop(s.extra.timers.deliverLoop)
+	s.addCloser(s.extra.timers.close)
 
 	s.schedule = schedule.schedule
 	s.addLoop(schedule.deliverLoop)

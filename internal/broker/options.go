@@ -121,6 +121,13 @@ type Options struct {
 	// MasterAddr is, on a replica, the master's address. Empty: learn it
 	// from the name servers (the group's id-0 address). --master-addr.
 	MasterAddr string
+
+	// TimerMaxDelay is how far ahead a timer message (TIMER_DELIVER_MS,
+	// TIMER_DELAY_SEC, TIMER_DELAY_MS) may be due; further is refused with
+	// MESSAGE_ILLEGAL (DefaultTimerMaxDelay, 72 h: RocketMQ's
+	// timerMaxDelaySec).
+	TimerMaxDelay time.Duration
+
 	// EnablePropertyFilter lets consumers subscribe with SQL92 property
 	// filters, evaluated on pull (default true; RocketMQ's
 	// enablePropertyFilter, which defaults to false there). Off, a SQL92
@@ -161,6 +168,7 @@ func NewOptions() Options {
 		ReplicaAckTimeout:    3 * time.Second,
 		ReplicaLagMax:        3 * time.Second,
 		EnablePropertyFilter: true,
+		TimerMaxDelay:        DefaultTimerMaxDelay,
 	}
 }
 
@@ -247,6 +255,7 @@ func (o *Options) validate() error {
 	fill(&o.TransactionTimeout, def.TransactionTimeout)
 	fill(&o.ReplicaAckTimeout, def.ReplicaAckTimeout)
 	fill(&o.ReplicaLagMax, def.ReplicaLagMax)
+	fill(&o.TimerMaxDelay, def.TimerMaxDelay)
 	if o.SegmentSize == 0 {
 		o.SegmentSize = def.SegmentSize
 	}

@@ -87,6 +87,8 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 			return errorf(req, protocol.NoPermission, "broker %s does not take transaction messages yet", s.opts.BrokerName)
 		}
 		res, err = s.prepareTransaction(ctx, c, m)
+	case s.extra.timers != nil && isTimer(m.Properties): // timer.go
+		res, err = s.extra.timers.schedule(ctx, m)
 	case level > 0 && s.schedule != nil:
 		res, err = s.schedule(ctx, m, level)
 	default:
