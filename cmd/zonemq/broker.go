@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ A RocketMQ broker.conf is accepted as --config: brokerClusterName, brokerName,
 brokerId, namesrvAddr, listenPort, brokerIP1, storePathRootDir, flushDiskType,
 autoCreateTopicEnable, maxMessageSize, mappedFileSizeCommitLog,
 messageDelayLevel, transactionCheckMax, enablePropertyFilter,
-fileReservedTime (hours),
+fileReservedTime (hours), timerMaxDelaySec (seconds),
 diskMaxUsedSpaceRatio (percent), and registerNameServerPeriod,
 brokerHeartbeatInterval, transactionCheckInterval and transactionTimeOut (ms)
 are converted; brokerRole ASYNC_MASTER / SYNC_MASTER set --replication,
@@ -89,6 +90,7 @@ type brokerConfConversions struct {
 	heartbeatPeriodMillis string // ms → --heartbeat-interval (brokerHeartbeatInterval)
 	txCheckIntervalMillis string // ms → --transaction-check-interval (transactionCheckInterval)
 	txTimeoutMillis       string // ms → --transaction-timeout (transactionTimeOut)
+	timerMaxDelaySeconds  string // s → --timer-max-delay (timerMaxDelaySec)
 	ignored               []string
 	brokerRole            string
 }
@@ -184,6 +186,9 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	fs.StringVar(&opts.MasterAddr, "master-addr", "",
 		"on a replica, the master's `host:port`; empty: the group's id-0 address the name\n"+
 			"servers list (config alias haMasterAddress)")
+	fs.DurationVar(&opts.TimerMaxDelay, "timer-max-delay", opts.TimerMaxDelay,
+		"how far ahead a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC/MS) may be due;\n"+
+			"further is refused (config alias timerMaxDelaySec, in seconds)")
 	fs.BoolVar(&opts.EnablePropertyFilter, "enable-property-filter", opts.EnablePropertyFilter,
 		"let consumers subscribe with SQL92 property filters, evaluated on pull (config alias\n"+
 			"enablePropertyFilter; RocketMQ's default is false)")
@@ -205,6 +210,7 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	hide("brokerHeartbeatInterval", &conv.heartbeatPeriodMillis)
 	hide("transactionCheckInterval", &conv.txCheckIntervalMillis)
 	hide("transactionTimeOut", &conv.txTimeoutMillis)
+	hide("timerMaxDelaySec", &conv.timerMaxDelaySeconds)
 	hide("brokerRole", &conv.brokerRole)
 	for _, k := range []string{"deleteWhen", "brokerIP2", "haListenPort", "storePathCommitLog", "storePathConsumeQueue", "storePathIndex"} {
 		hidden[k] = true
@@ -309,6 +315,13 @@ func (c *brokerConfConversions) apply(opts *broker.Options, explicit map[string]
 	}
 	if err := millis("transactionTimeOut", c.txTimeoutMillis, &opts.TransactionTimeout, "transaction-timeout"); err != nil {
 		return err
+	}
+	if c.timerMaxDelaySeconds != "" && !explicit["timer-max-delay"] {
+		sec, err := strconv.ParseInt(c.timerMaxDelaySeconds, 10, 64)
+		if err != nil || sec <= 0 || sec > int64(math.MaxInt64/time.Second) {
+			return usagef("config timerMaxDelaySec=%q is not a positive number of seconds", c.timerMaxDelaySeconds)
+		}
+		opts.TimerMaxDelay = time.Duration(sec) * time.Second
 	}
 	switch strings.ToUpper(c.brokerRole) {
 	case "":
