@@ -39,7 +39,7 @@ broker's zoneName. See docs/broker.md.
 A RocketMQ broker.conf is accepted as --config: brokerClusterName, brokerName,
 brokerId, namesrvAddr, listenPort, brokerIP1, storePathRootDir, flushDiskType,
 autoCreateTopicEnable, maxMessageSize, mappedFileSizeCommitLog,
-messageDelayLevel, transactionCheckMax, enablePropertyFilter,
+messageDelayLevel, transactionCheckMax, enablePropertyFilter, traceTopicEnable,
 fileReservedTime (hours), timerMaxDelaySec (seconds),
 diskMaxUsedSpaceRatio (percent), and registerNameServerPeriod,
 brokerHeartbeatInterval, transactionCheckInterval and transactionTimeOut (ms)
@@ -75,6 +75,7 @@ var brokerAliases = map[string]string{
 	"transactionCheckMax":     "transaction-check-max",
 	"haMasterAddress":         "master-addr",
 	"enablePropertyFilter":    "enable-property-filter",
+	"traceTopicEnable":        "trace-topic-enable",
 }
 
 // brokerConfConversions holds the RocketMQ broker.conf keys whose value
@@ -189,6 +190,9 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	fs.DurationVar(&opts.TimerMaxDelay, "timer-max-delay", opts.TimerMaxDelay,
 		"how far ahead a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC/MS) may be due;\n"+
 			"further is refused (config alias timerMaxDelaySec, in seconds)")
+	fs.BoolVar(&opts.TraceTopicEnable, "trace-topic-enable", opts.TraceTopicEnable,
+		"create RMQ_SYS_TRACE_TOPIC and store the clients' message traces (config alias\n"+
+			"traceTopicEnable; RocketMQ's default is false)")
 	fs.BoolVar(&opts.EnablePropertyFilter, "enable-property-filter", opts.EnablePropertyFilter,
 		"let consumers subscribe with SQL92 property filters, evaluated on pull (config alias\n"+
 			"enablePropertyFilter; RocketMQ's default is false)")

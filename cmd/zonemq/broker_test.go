@@ -150,6 +150,7 @@ transactionCheckInterval = 5000
 transactionTimeOut = 3000
 transactionCheckMax = 5
 enablePropertyFilter = false
+traceTopicEnable = false
 timerMaxDelaySec = 3600
 idc = idc1
 `), 0o644)
@@ -175,6 +176,7 @@ idc = idc1
 	testutil.Equal(t, o.TransactionCheckMax, 5, "transactionCheckMax")
 	testutil.Equal(t, o.Replication, "async", "brokerRole ASYNC_MASTER")
 	testutil.Equal(t, o.EnablePropertyFilter, false, "enablePropertyFilter")
+	testutil.Equal(t, o.TraceTopicEnable, false, "traceTopicEnable")
 	testutil.Equal(t, o.TimerMaxDelay, time.Hour, "timerMaxDelaySec in seconds")
 	testutil.Equal(t, len(ba.warnings), 1, fmt.Sprintf("warnings %v", ba.warnings))
 

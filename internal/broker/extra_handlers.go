@@ -53,6 +53,9 @@ func (s *Server) registerExtraHandlers() error {
 		sql:          newSQLFilterCache(),
 	}
 	s.handle(protocol.CheckClientConfig, s.handleCheckClientConfig)
+	if err := s.ensureTraceTopic(); err != nil {
+		return err
+	}
 	if s.extra.timers, err = newTimerService(s); err != nil {
 		return err
 	}

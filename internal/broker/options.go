@@ -128,6 +128,11 @@ type Options struct {
 	// timerMaxDelaySec).
 	TimerMaxDelay time.Duration
 
+	// TraceTopicEnable creates RMQ_SYS_TRACE_TOPIC at start and accepts the
+	// RocketMQ clients' message-trace records in it (default true;
+	// RocketMQ's traceTopicEnable, which defaults to false there).
+	TraceTopicEnable bool
+
 	// EnablePropertyFilter lets consumers subscribe with SQL92 property
 	// filters, evaluated on pull (default true; RocketMQ's
 	// enablePropertyFilter, which defaults to false there). Off, a SQL92
@@ -169,6 +174,7 @@ func NewOptions() Options {
 		ReplicaLagMax:        3 * time.Second,
 		EnablePropertyFilter: true,
 		TimerMaxDelay:        DefaultTimerMaxDelay,
+		TraceTopicEnable:     true,
 	}
 }
 

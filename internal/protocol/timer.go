@@ -18,3 +18,7 @@ const (
 	// name), one queue.
 	TimerTopic = "rmq_sys_wheel_timer"
 )
+
+// TraceTopic is where RocketMQ clients with message trace on (WithTrace)
+// send their trace records (RocketMQ's RMQ_SYS_TRACE_TOPIC).
+const TraceTopic = "RMQ_SYS_TRACE_TOPIC"
