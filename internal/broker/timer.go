@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -99,18 +100,22 @@ func newTimerService(s *Server) (*timerService, error) {
 		s.logger.Error("timer messages were removed by retention before they were delivered; they are lost",
 			"from", t.delivered.base, "to", minOff)
 	}
-	if err := t.recover(max(t.delivered.base, minOff)); err != nil {
+	held, err := t.recover(max(t.delivered.base, minOff), t.delivered)
+	if err != nil {
 		return nil, err
 	}
+	t.pending = held
+	heap.Init(&t.pending)
 	if len(t.pending) > 0 {
 		s.logger.Info("timer messages held again after a restart", "pending", len(t.pending))
 	}
 	return t, nil
 }
 
-// recover reads the timer queue from offset from to its end and holds
-// every record not marked delivered.
-func (t *timerService) recover(from int64) error {
+// recover reads the timer queue from offset from to its end and returns
+// every record not in delivered.
+func (t *timerService) recover(from int64, delivered deliveredSet) ([]timerEntry, error) {
+	var held []timerEntry
 	off := from
 	for {
 		res := t.s.store.GetMessages(protocol.TimerTopic, 0, off, maxPullMessages, maxPullBytes, nil)
@@ -120,18 +125,18 @@ func (t *timerService) recover(from int64) error {
 				off = res.NextBeginOffset
 				continue
 			}
-			return nil
+			return held, nil
 		}
 		for _, rec := range res.Messages {
 			m, _, err := protocol.DecodeStoredMessage(rec, false, false)
 			if err != nil {
-				return fmt.Errorf("reading back timer records: %w", err)
+				return held, fmt.Errorf("reading back timer records: %w", err)
 			}
-			if t.delivered.contains(m.QueueOffset) {
+			if delivered.contains(m.QueueOffset) {
 				continue
 			}
 			due, _ := strconv.ParseInt(propertyOr(m.Properties, protocol.PropertyTimerOutMS, "0"), 10, 64)
-			heap.Push(&t.pending, timerEntry{due: due, queueOffset: m.QueueOffset, commitLogOffset: m.CommitLogOffset})
+			held = append(held, timerEntry{due: due, queueOffset: m.QueueOffset, commitLogOffset: m.CommitLogOffset})
 		}
 		off = res.NextBeginOffset
 	}
@@ -253,13 +258,36 @@ func (t *timerService) pendingCount() int {
 	return len(t.pending)
 }
 
+// timerReplicaPoll is how often a replica's loop looks whether it has
+// become master.
+const timerReplicaPoll = 500 * time.Millisecond
+
 // deliverLoop stores due timers in their topics until ctx ends. It sleeps
-// until the earliest due time, a new timer or the next checkpoint.
+// until the earliest due time, a new timer or the next checkpoint. A
+// replica delivers nothing (its master does, and the deliveries reach it
+// through the log); when it becomes master it reads the timer queue again
+// (rebuild), since timers replicated meanwhile never passed its send path.
 func (t *timerService) deliverLoop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	batch := make([]timerEntry, 0, timerBatch)
+	wasMaster := t.s.isMaster()
 	for ctx.Err() == nil {
+		if !t.s.isMaster() {
+			wasMaster = false
+			timer.Reset(timerReplicaPoll)
+			select {
+			case <-ctx.Done():
+			case <-timer.C:
+			}
+			continue
+		}
+		if !wasMaster {
+			wasMaster = true
+			if err := t.rebuild(); err != nil {
+				t.s.logger.Error("re-reading the timer queue after becoming master", "err", err)
+			}
+		}
 		now := time.Now().UnixMilli()
 		wait := time.Hour
 		batch = batch[:0]
@@ -336,6 +364,49 @@ func (t *timerService) deliver(ctx context.Context, e timerEntry) error {
 			protocol.PropertyTimerDelayMS),
 	}
 	_, err = t.s.putMessage(ctx, out)
+	return err
+}
+
+// rebuild re-reads the held timers from the store after a promotion: the
+// checkpoint on disk if it is ahead of the one in memory, then every timer
+// record not marked delivered. Timers the old master delivered after its
+// last checkpoint reached this broker are delivered again (at least once),
+// none is lost.
+func (t *timerService) rebuild() error {
+	var cp timerCheckpoint
+	found, err := t.s.store.LoadMetadata(timerMetadata, &cp)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if found && cp.Base > t.delivered.base {
+		t.delivered = cp.set()
+	}
+	delivered := deliveredSet{base: t.delivered.base, words: slices.Clone(t.delivered.words)}
+	t.mu.Unlock()
+	held, err := t.recover(max(delivered.base, t.s.store.MinOffset(protocol.TimerTopic, 0)), delivered)
+	// Merge with what is held: a timer sent since the promotion may be in
+	// both (or, stored after the scan, only in pending); one already
+	// delivered is in neither.
+	t.mu.Lock()
+	have := make(map[int64]bool, len(t.pending))
+	kept := t.pending[:0]
+	for _, e := range t.pending {
+		if !t.delivered.contains(e.queueOffset) && !have[e.queueOffset] {
+			have[e.queueOffset] = true
+			kept = append(kept, e)
+		}
+	}
+	for _, e := range held {
+		if !t.delivered.contains(e.queueOffset) && !have[e.queueOffset] {
+			have[e.queueOffset] = true
+			kept = append(kept, e)
+		}
+	}
+	t.pending = kept
+	heap.Init(&t.pending)
+	t.mu.Unlock()
+	t.s.logger.Info("timer messages held after becoming master", "pending", len(held))
 	return err
 }
 
