@@ -112,6 +112,7 @@ func (s *Server) pullFilter(req *remoting.Command, h *protocol.PullMessageReques
 	if h.SysFlag&protocol.PullFlagSubscription != 0 {
 		sub.SubString, sub.ExpressionType = h.Subscription, h.ExpressionType
 		sub.TagsSet, sub.CodeSet = protocol.ParseSubscription(h.Subscription)
+		sub = s.heartbeatExpressionType(h.ConsumerGroup, h.Topic, sub) // sqlfilter.go
 	} else {
 		sd, groupOnline, ok := s.registry.subscription(h.ConsumerGroup, h.Topic)
 		switch {

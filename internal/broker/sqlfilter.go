@@ -74,6 +74,20 @@ func (s *Server) sqlFilter(req *remoting.Command, sub protocol.SubscriptionData)
 	return expr, nil
 }
 
+// heartbeatExpressionType corrects a pull that carries its subscription
+// but calls it TAG while the group's heartbeat registered the same text as
+// SQL92: rocketmq-client-go's pull consumer (and its push consumer with
+// PostSubscriptionWhenPull) always say TAG in the pull header.
+func (s *Server) heartbeatExpressionType(group, topic string, sub protocol.SubscriptionData) protocol.SubscriptionData {
+	if sub.ExpressionType != "" && !strings.EqualFold(sub.ExpressionType, protocol.ExpressionTypeTag) {
+		return sub
+	}
+	if sd, _, ok := s.registry.subscription(group, topic); ok && isSQL92(sd.ExpressionType) && sd.SubString == sub.SubString {
+		sub.ExpressionType = sd.ExpressionType
+	}
+	return sub
+}
+
 // filterBySQL drops from a pull result the messages expr does not match.
 // Their offsets are consumed all the same (NextBeginOffset is unchanged),
 // and when none is left the answer says so (NO_MATCHED_MESSAGE, which the

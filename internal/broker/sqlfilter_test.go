@@ -83,6 +83,14 @@ func TestBrokerSQLFilterPull(t *testing.T) {
 		got = append(got, string(m.Body))
 	}
 	testutil.Equal(t, strings.Join(got, ","), "m3,m5", "matching messages by the heartbeat's subscription")
+
+	// rocketmq-client-go's pull consumer sends the SQL text but calls it
+	// TAG; the heartbeat says SQL92, and wins.
+	h = protocol.PullMessageRequestHeader{ConsumerGroup: "sql_hb_cg", Topic: topic, MaxMsgNums: 32, SysFlag: protocol.PullFlagSubscription,
+		Subscription: "b = 'y' AND a BETWEEN 2 AND 5", ExpressionType: protocol.ExpressionTypeTag}
+	resp = invoke(t, raw, s.Addr(), protocol.PullMessage, h.Ext(), nil)
+	expectCode(t, resp, protocol.Success, "pull with the SQL text called TAG")
+	testutil.Equal(t, len(decodeAll(t, resp.Body)), 2, "matching messages when the pull says TAG")
 }
 
 func TestBrokerSQLFilterRefusesBadExpressions(t *testing.T) {
