@@ -31,8 +31,8 @@ type Message struct {
 	// (RocketMQ: 1 = 1 s, 2 = 5 s, 3 = 10 s, ...).
 	DelayLevel int
 	// DeliverAt, if set, holds the message on the broker until that time
-	// (RocketMQ 5's timer messages, the TIMER_DELIVER_MS property, to the
-	// millisecond). A time already passed delivers at once; brokers refuse
+	// (RocketMQ 5's timer messages, the TIMER_DELIVER_MS property, rounded
+	// up to the millisecond). A time already passed delivers at once; brokers refuse
 	// one further ahead than their --timer-max-delay (72 h by default). It
 	// cannot be combined with DelayLevel or used in a batch.
 	DeliverAt time.Time
@@ -157,7 +157,12 @@ func (m *Message) wireProperties(uniqKey string) map[string]string {
 		p[protocol.PropertyDelayLevel] = fmt.Sprint(m.DelayLevel)
 	}
 	if !m.DeliverAt.IsZero() {
-		p[protocol.PropertyTimerDeliverMS] = fmt.Sprint(m.DeliverAt.UnixMilli())
+		// Rounded up: the broker delivers at the millisecond, never before.
+		ms := m.DeliverAt.UnixMilli()
+		if m.DeliverAt.After(time.UnixMilli(ms)) {
+			ms++
+		}
+		p[protocol.PropertyTimerDeliverMS] = fmt.Sprint(ms)
 	}
 	if uniqKey != "" {
 		p[protocol.PropertyUniqClientMessageID] = uniqKey
