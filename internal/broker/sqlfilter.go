@@ -98,11 +98,10 @@ func filterBySQL(res store.GetResult, expr *filter.Expression) store.GetResult {
 	}
 	kept := res.Messages[:0]
 	for _, raw := range res.Messages {
-		m, _, err := protocol.DecodeStoredMessage(raw, false, false)
+		props, err := protocol.StoredProperties(raw)
 		if err != nil {
 			continue // the store hands out whole records; a bad one cannot match
 		}
-		props := m.Properties
 		if expr.Match(func(name string) (string, bool) { return protocol.Property(props, name) }) {
 			kept = append(kept, raw)
 		}
