@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -201,8 +202,10 @@ func (t *timerService) dueTime(props string, now time.Time) (int64, error) {
 			}
 		}
 	}
-	if ahead := time.Duration(due-now.UnixMilli()) * time.Millisecond; ahead > t.maxDelay {
-		return 0, t.tooFar(ahead)
+	// Compared in ms: a due time near the int64 limit must not overflow
+	// into the past.
+	if aheadMS := due - now.UnixMilli(); aheadMS > t.maxDelay.Milliseconds() {
+		return 0, t.tooFar(time.Duration(min(aheadMS, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond)
 	}
 	return due, nil
 }
@@ -302,10 +305,13 @@ func (t *timerService) deliverLoop(ctx context.Context) {
 		for _, e := range batch {
 			t.deliverOne(ctx, e, now)
 		}
+		// Every pass, not only idle ones: under a steady stream of due
+		// timers the checkpoint must still move.
+		flushIn, flushPending := t.flushIfDue()
 		if len(batch) > 0 {
 			continue // more may be due: look again before sleeping
 		}
-		if flushIn, ok := t.flushIfDue(); ok {
+		if flushPending {
 			wait = min(wait, flushIn)
 		}
 		timer.Reset(max(wait, 0))

@@ -137,6 +137,7 @@ func TestBrokerTimerMessages(t *testing.T) {
 		{protocol.PropertyTimerDeliverMS: strconv.FormatInt(time.Now().Add(2*time.Hour).UnixMilli(), 10)},
 		{protocol.PropertyTimerDelaySec: "soon"},
 		{protocol.PropertyTimerDelayMS: "-5"},
+		{protocol.PropertyTimerDeliverMS: "9223372036854775807"},
 	} {
 		resp := sendRaw(t, raw, s.Addr(), topic, 0, bad, []byte("x"))
 		expectCode(t, resp, protocol.MessageIllegal, fmt.Sprintf("timer %v", bad))
