@@ -207,3 +207,56 @@ func TestBrokerSQLFilterRocketMQClient(t *testing.T) {
 	})
 	testutil.Equal(t, got.distinct(), len(want), "distinct messages received (only the matching ones)")
 }
+
+// TestBrokerSQLFilterRocketMQPullConsumer: rocketmq-client-go's pull
+// consumer sends its SQL92 expression in every pull but calls it TAG; the
+// broker takes the type from the group's heartbeat and filters by SQL92.
+func TestBrokerSQLFilterRocketMQPullConsumer(t *testing.T) {
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-sqlpull", ns.Addr()))
+	raw := newRawClient(t)
+	const topic = "SQLPullTopic"
+	createTopic(t, raw, s.Addr(), topic, 2)
+	waitRoute(t, raw, ns.Addr(), topic, s)
+	want := map[string]bool{}
+	for i := range 40 {
+		key := fmt.Sprintf("sp-%d", i)
+		props := map[string]string{protocol.PropertyKeys: key, "n": strconv.Itoa(i)}
+		if i%4 == 0 {
+			want[key] = true
+			props["kind"] = "match"
+		}
+		expectCode(t, sendRaw(t, raw, s.Addr(), topic, int32(i%2), props, []byte(key)), protocol.Success, "send")
+	}
+
+	pc, err := consumer.NewPullConsumer(
+		consumer.WithGroupName("sql_pull_cg_"+runToken),
+		consumer.WithInstance(instanceName("sqlpull"+runToken)),
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	)
+	testutil.NoError(t, err, "NewPullConsumer")
+	testutil.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{Type: consumer.SQL92, Expression: "kind = 'match' AND n >= 0"}), "Subscribe")
+	testutil.NoError(t, pc.Start(), "pull consumer Start")
+	t.Cleanup(func() { pc.Shutdown() })
+
+	got := map[string]bool{}
+	testutil.Eventually(t, 60*time.Second, func() error {
+		cr, err := pc.Poll(context.Background(), time.Second)
+		if err == nil {
+			for _, m := range cr.GetMsgList() {
+				got[string(m.Body)] = true
+			}
+			pc.ACK(context.Background(), cr, consumer.ConsumeSuccess)
+		}
+		for k := range want {
+			if !got[k] {
+				return fmt.Errorf("pull consumer has %d of %d matching messages", len(got), len(want))
+			}
+		}
+		return nil
+	})
+	for k := range got {
+		testutil.True(t, want[k], "pull consumer got the non-matching "+k)
+	}
+}
