@@ -90,7 +90,7 @@ func (c *core) pull(ctx context.Context, b *brokerInfo, pr pullRequest, timeout 
 		SuspendTimeoutMillis: pr.suspend.Milliseconds(),
 		Subscription:         pr.sub.expr,
 		SubVersion:           pr.sub.data.SubVersion,
-		ExpressionType:       protocol.ExpressionTypeTag,
+		ExpressionType:       pr.sub.data.ExpressionType,
 		BrokerName:           b.name,
 	}
 	resp, err := c.invoke(ctx, addr, request(protocol.PullMessage, h.Ext(), nil), timeout)

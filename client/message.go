@@ -30,6 +30,12 @@ type Message struct {
 	// DelayLevel, if positive, delays delivery by the broker's delay level
 	// (RocketMQ: 1 = 1 s, 2 = 5 s, 3 = 10 s, ...).
 	DelayLevel int
+	// DeliverAt, if set, holds the message on the broker until that time
+	// (RocketMQ 5's timer messages, the TIMER_DELIVER_MS property, rounded
+	// up to the millisecond). A time already passed delivers at once; brokers refuse
+	// one further ahead than their --timer-max-delay (72 h by default). It
+	// cannot be combined with DelayLevel or used in a batch.
+	DeliverAt time.Time
 	// Flag is RocketMQ's user flag, carried as is.
 	Flag int32
 }
@@ -111,6 +117,9 @@ func (m *Message) validate(maxSize int) error {
 	if m.DelayLevel < 0 {
 		return fmt.Errorf("%w: negative delay level", ErrInvalidMessage)
 	}
+	if m.DelayLevel > 0 && !m.DeliverAt.IsZero() {
+		return fmt.Errorf("%w: DelayLevel and DeliverAt are both set", ErrInvalidMessage)
+	}
 	for k, v := range m.Properties {
 		if k == "" || strings.ContainsAny(k, "\x01\x02") || strings.ContainsAny(v, "\x01\x02") {
 			return fmt.Errorf("%w: property %q contains a separator byte", ErrInvalidMessage, k)
@@ -131,7 +140,8 @@ func (m *Message) validate(maxSize int) error {
 }
 
 // wireProperties renders the properties the message travels with: the user
-// properties plus TAGS, KEYS, DELAY and the given UNIQ_KEY.
+// properties plus TAGS, KEYS, DELAY, TIMER_DELIVER_MS and the given
+// UNIQ_KEY.
 func (m *Message) wireProperties(uniqKey string) map[string]string {
 	p := make(map[string]string, len(m.Properties)+4)
 	for k, v := range m.Properties {
@@ -145,6 +155,14 @@ func (m *Message) wireProperties(uniqKey string) map[string]string {
 	}
 	if m.DelayLevel > 0 {
 		p[protocol.PropertyDelayLevel] = fmt.Sprint(m.DelayLevel)
+	}
+	if !m.DeliverAt.IsZero() {
+		// Rounded up: the broker delivers at the millisecond, never before.
+		ms := m.DeliverAt.UnixMilli()
+		if m.DeliverAt.After(time.UnixMilli(ms)) {
+			ms++
+		}
+		p[protocol.PropertyTimerDeliverMS] = fmt.Sprint(ms)
 	}
 	if uniqKey != "" {
 		p[protocol.PropertyUniqClientMessageID] = uniqKey

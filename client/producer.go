@@ -59,9 +59,10 @@ type ProducerConfig struct {
 // other brokers and IDCs inside each send call. A Producer is safe for
 // concurrent use; make one per process and share it.
 type Producer struct {
-	cfg ProducerConfig
-	c   *core
-	s   *sender
+	cfg    ProducerConfig
+	c      *core
+	s      *sender
+	orders *orderPolicies // order_policy.go
 
 	mu      sync.Mutex
 	closing bool
@@ -91,6 +92,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	cfg.ClientConfig = c.cfg
 	p := &Producer{cfg: cfg, c: c}
 	p.s = newSender(c, cfg.Group, cfg.SendTimeout, cfg.SendAttemptTimeout, cfg.BrokerIsolation, cfg.CompressThreshold, cfg.MaxMessageSize)
+	p.orders = newOrderPolicies(c)
 	c.groups = func() []string { return []string{cfg.Group} }
 	return p, nil
 }
@@ -194,9 +196,12 @@ func (p *Producer) SendOneway(ctx context.Context, msgs ...*Message) error {
 // selector maps to one queue are stored in send order. The selector sees
 // the writable queues of the own IDC's brokers (following the route's
 // orderTopicConf when it has one), or every IDC's when the own IDC has
-// none. If the chosen queue's broker fails, the selector is asked again
-// without that broker's queues: the message still gets through, but order
-// across the failover is not kept.
+// none. What happens when the chosen queue's broker fails is the topic's
+// OrderPolicy: under OrderAvailable (the default) the selector is asked
+// again without that broker's queues, so the message gets through but
+// order across the failover is not kept; under OrderStrict the selector
+// always sees the same queues and the send fails with
+// ErrOrderedQueueUnavailable while the chosen queue's broker is down.
 func (p *Producer) SendOrderly(ctx context.Context, msg *Message, selector QueueSelector, arg any) (*SendResult, error) {
 	if err := p.c.running(); err != nil {
 		return nil, err
@@ -208,7 +213,11 @@ func (p *Producer) SendOrderly(ctx context.Context, msg *Message, selector Queue
 	if err != nil {
 		return nil, err
 	}
-	return p.s.send(ctx, out, p.s.pickSelected(msg, selector, arg))
+	pick := p.s.pickSelected(msg, selector, arg)
+	if p.orders.policy(ctx, msg.Topic) == OrderStrict {
+		pick = p.orders.pickStrict(p.s, msg, selector, arg)
+	}
+	return p.s.send(ctx, out, pick)
 }
 
 // heartbeatLoop announces the producer group to the brokers it sends to.

@@ -113,6 +113,12 @@ func (pc *PushConsumer) Subscribe(topic, expr string, h Handler) error {
 	if err != nil {
 		return err
 	}
+	return pc.subscribe(sub)
+}
+
+// subscribe adds sub (and, in clustering mode, the retry topic).
+func (pc *PushConsumer) subscribe(sub *subscription) error {
+	topic := sub.topic
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	pc.subs[topic] = sub

@@ -162,7 +162,7 @@ func (s *sender) prepare(msgs []*Message) (*outgoing, error) {
 		if m.Topic != out.topic {
 			return nil, fmt.Errorf("%w: a batch must have one topic (%s and %s)", ErrInvalidMessage, out.topic, m.Topic)
 		}
-		if m.DelayLevel > 0 {
+		if m.DelayLevel > 0 || !m.DeliverAt.IsZero() {
 			return nil, fmt.Errorf("%w: a batch cannot carry delayed messages", ErrInvalidMessage)
 		}
 		ids[i] = processUniqKeys.next()

@@ -45,6 +45,7 @@ var adminCommands = []adminCommand{
 	{"kv put", "write one key on every name server of every IDC", runAdminKVPut},
 	{"kv delete", "delete one key on every name server of every IDC", runAdminKVDelete},
 	{"kv list", "list every key of a namespace", runAdminKVList},
+	{"trace", "show a traced message's life: produced, stored (broker, IDC), consumed (group, client)", runAdminTrace},
 }
 
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {

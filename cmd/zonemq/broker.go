@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -38,7 +39,8 @@ broker's zoneName. See docs/broker.md.
 A RocketMQ broker.conf is accepted as --config: brokerClusterName, brokerName,
 brokerId, namesrvAddr, listenPort, brokerIP1, storePathRootDir, flushDiskType,
 autoCreateTopicEnable, maxMessageSize, mappedFileSizeCommitLog,
-messageDelayLevel, transactionCheckMax, fileReservedTime (hours),
+messageDelayLevel, transactionCheckMax, enablePropertyFilter, traceTopicEnable,
+fileReservedTime (hours), timerMaxDelaySec (seconds),
 diskMaxUsedSpaceRatio (percent), and registerNameServerPeriod,
 brokerHeartbeatInterval, transactionCheckInterval and transactionTimeOut (ms)
 are converted; brokerRole ASYNC_MASTER / SYNC_MASTER set --replication,
@@ -72,6 +74,8 @@ var brokerAliases = map[string]string{
 	"messageDelayLevel":       "message-delay-level",
 	"transactionCheckMax":     "transaction-check-max",
 	"haMasterAddress":         "master-addr",
+	"enablePropertyFilter":    "enable-property-filter",
+	"traceTopicEnable":        "trace-topic-enable",
 }
 
 // brokerConfConversions holds the RocketMQ broker.conf keys whose value
@@ -87,6 +91,7 @@ type brokerConfConversions struct {
 	heartbeatPeriodMillis string // ms → --heartbeat-interval (brokerHeartbeatInterval)
 	txCheckIntervalMillis string // ms → --transaction-check-interval (transactionCheckInterval)
 	txTimeoutMillis       string // ms → --transaction-timeout (transactionTimeOut)
+	timerMaxDelaySeconds  string // s → --timer-max-delay (timerMaxDelaySec)
 	ignored               []string
 	brokerRole            string
 }
@@ -182,6 +187,15 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	fs.StringVar(&opts.MasterAddr, "master-addr", "",
 		"on a replica, the master's `host:port`; empty: the group's id-0 address the name\n"+
 			"servers list (config alias haMasterAddress)")
+	fs.DurationVar(&opts.TimerMaxDelay, "timer-max-delay", opts.TimerMaxDelay,
+		"how far ahead a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC/MS) may be due;\n"+
+			"further is refused (config alias timerMaxDelaySec, in seconds)")
+	fs.BoolVar(&opts.TraceTopicEnable, "trace-topic-enable", opts.TraceTopicEnable,
+		"create RMQ_SYS_TRACE_TOPIC and store the clients' message traces (config alias\n"+
+			"traceTopicEnable; RocketMQ's default is false)")
+	fs.BoolVar(&opts.EnablePropertyFilter, "enable-property-filter", opts.EnablePropertyFilter,
+		"let consumers subscribe with SQL92 property filters, evaluated on pull (config alias\n"+
+			"enablePropertyFilter; RocketMQ's default is false)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
@@ -200,6 +214,7 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	hide("brokerHeartbeatInterval", &conv.heartbeatPeriodMillis)
 	hide("transactionCheckInterval", &conv.txCheckIntervalMillis)
 	hide("transactionTimeOut", &conv.txTimeoutMillis)
+	hide("timerMaxDelaySec", &conv.timerMaxDelaySeconds)
 	hide("brokerRole", &conv.brokerRole)
 	for _, k := range []string{"deleteWhen", "brokerIP2", "haListenPort", "storePathCommitLog", "storePathConsumeQueue", "storePathIndex"} {
 		hidden[k] = true
@@ -304,6 +319,13 @@ func (c *brokerConfConversions) apply(opts *broker.Options, explicit map[string]
 	}
 	if err := millis("transactionTimeOut", c.txTimeoutMillis, &opts.TransactionTimeout, "transaction-timeout"); err != nil {
 		return err
+	}
+	if c.timerMaxDelaySeconds != "" && !explicit["timer-max-delay"] {
+		sec, err := strconv.ParseInt(c.timerMaxDelaySeconds, 10, 64)
+		if err != nil || sec <= 0 || sec > int64(math.MaxInt64/time.Second) {
+			return usagef("config timerMaxDelaySec=%q is not a positive number of seconds", c.timerMaxDelaySeconds)
+		}
+		opts.TimerMaxDelay = time.Duration(sec) * time.Second
 	}
 	switch strings.ToUpper(c.brokerRole) {
 	case "":

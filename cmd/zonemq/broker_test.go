@@ -112,6 +112,8 @@ func TestBrokerCmdConfigExample(t *testing.T) {
 	testutil.Equal(t, o.TransactionCheckInterval, 30*time.Second, "transaction-check-interval")
 	testutil.Equal(t, o.TransactionTimeout, 6*time.Second, "transaction-timeout")
 	testutil.Equal(t, o.TransactionCheckMax, 15, "transaction-check-max")
+	testutil.Equal(t, o.EnablePropertyFilter, true, "enable-property-filter")
+	testutil.Equal(t, o.TimerMaxDelay, 72*time.Hour, "timer-max-delay")
 	testutil.Equal(t, ba.logLevel, "info", "log-level")
 	flush, _ := broker.ParseFlushMode("async")
 	testutil.Equal(t, o.Flush, flush, "flush")
@@ -147,6 +149,9 @@ messageDelayLevel = 1s 2s 3s
 transactionCheckInterval = 5000
 transactionTimeOut = 3000
 transactionCheckMax = 5
+enablePropertyFilter = false
+traceTopicEnable = false
+timerMaxDelaySec = 3600
 idc = idc1
 `), 0o644)
 	ba, err := parseBrokerArgs([]string{"--config", conf}, &cliBuffer{})
@@ -170,6 +175,9 @@ idc = idc1
 	testutil.Equal(t, o.TransactionTimeout, 3*time.Second, "transactionTimeOut in ms")
 	testutil.Equal(t, o.TransactionCheckMax, 5, "transactionCheckMax")
 	testutil.Equal(t, o.Replication, "async", "brokerRole ASYNC_MASTER")
+	testutil.Equal(t, o.EnablePropertyFilter, false, "enablePropertyFilter")
+	testutil.Equal(t, o.TraceTopicEnable, false, "traceTopicEnable")
+	testutil.Equal(t, o.TimerMaxDelay, time.Hour, "timerMaxDelaySec in seconds")
 	testutil.Equal(t, len(ba.warnings), 1, fmt.Sprintf("warnings %v", ba.warnings))
 
 	// A flag on the command line beats the converted key.

@@ -74,6 +74,9 @@ func (s *Server) sendBatch(ctx context.Context, req *remoting.Command, h *protoc
 	}
 	ms := make([]*protocol.MessageExt, len(items))
 	for i, it := range items {
+		if isTimer(it.properties) {
+			return errorf(req, protocol.MessageIllegal, "batch item %d is a timer message; timer messages cannot be batched", i)
+		}
 		if delayLevel(it.properties) > 0 {
 			return errorf(req, protocol.MessageIllegal, "batch item %d has a DELAY level; delayed messages cannot be batched", i)
 		}

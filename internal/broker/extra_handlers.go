@@ -16,6 +16,8 @@ type extraServices struct {
 	schedule     *scheduleService
 	locks        *lockTable
 	transactions *transactionService
+	sql          *sqlFilterCache
+	timers       *timerService
 }
 
 // registerExtraHandlers is the seam for retry, dead-letter, delay,
@@ -48,7 +50,17 @@ func (s *Server) registerExtraHandlers() error {
 		schedule:     schedule,
 		locks:        newLockTable(s.opts.LockLease),
 		transactions: transactions,
+		sql:          newSQLFilterCache(),
 	}
+	s.handle(protocol.CheckClientConfig, s.handleCheckClientConfig)
+	if err := s.ensureTraceTopic(); err != nil {
+		return err
+	}
+	if s.extra.timers, err = newTimerService(s); err != nil {
+		return err
+	}
+	s.addLoop(s.extra.timers.deliverLoop)
+	s.addCloser(s.extra.timers.close)
 
 	s.schedule = schedule.schedule
 	s.addLoop(schedule.deliverLoop)

@@ -122,6 +122,23 @@ type Options struct {
 	// from the name servers (the group's id-0 address). --master-addr.
 	MasterAddr string
 
+	// TimerMaxDelay is how far ahead a timer message (TIMER_DELIVER_MS,
+	// TIMER_DELAY_SEC, TIMER_DELAY_MS) may be due; further is refused with
+	// MESSAGE_ILLEGAL (DefaultTimerMaxDelay, 72 h: RocketMQ's
+	// timerMaxDelaySec).
+	TimerMaxDelay time.Duration
+
+	// TraceTopicEnable creates RMQ_SYS_TRACE_TOPIC at start and accepts the
+	// RocketMQ clients' message-trace records in it (default true;
+	// RocketMQ's traceTopicEnable, which defaults to false there).
+	TraceTopicEnable bool
+
+	// EnablePropertyFilter lets consumers subscribe with SQL92 property
+	// filters, evaluated on pull (default true; RocketMQ's
+	// enablePropertyFilter, which defaults to false there). Off, a SQL92
+	// pull or CHECK_CLIENT_CONFIG is refused with SYSTEM_ERROR, as there.
+	EnablePropertyFilter bool
+
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -151,10 +168,13 @@ func NewOptions() Options {
 		TransactionTimeout:       6 * time.Second,
 		TransactionCheckMax:      15,
 
-		Replication:       ReplicationAsync,
-		MinInsyncReplicas: 1,
-		ReplicaAckTimeout: 3 * time.Second,
-		ReplicaLagMax:     3 * time.Second,
+		Replication:          ReplicationAsync,
+		MinInsyncReplicas:    1,
+		ReplicaAckTimeout:    3 * time.Second,
+		ReplicaLagMax:        3 * time.Second,
+		EnablePropertyFilter: true,
+		TimerMaxDelay:        DefaultTimerMaxDelay,
+		TraceTopicEnable:     true,
 	}
 }
 
@@ -241,6 +261,7 @@ func (o *Options) validate() error {
 	fill(&o.TransactionTimeout, def.TransactionTimeout)
 	fill(&o.ReplicaAckTimeout, def.ReplicaAckTimeout)
 	fill(&o.ReplicaLagMax, def.ReplicaLagMax)
+	fill(&o.TimerMaxDelay, def.TimerMaxDelay)
 	if o.SegmentSize == 0 {
 		o.SegmentSize = def.SegmentSize
 	}

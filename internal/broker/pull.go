@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/filter"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
@@ -62,7 +63,7 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 		return errorf(req, protocol.InvalidParameter, "queueId[%d] is illegal: topic %s has %d read queues on broker %s",
 			h.QueueID, h.Topic, cfg.ReadQueueNums, s.opts.BrokerName)
 	}
-	filter, resp := s.pullFilter(req, h)
+	tags, sql, resp := s.pullFilter(req, h)
 	if resp != nil {
 		return resp
 	}
@@ -88,7 +89,7 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 	if h.MaxMsgBytes > 0 {
 		maxBytes = min(maxBytes, int(h.MaxMsgBytes))
 	}
-	res := s.store.GetMessages(h.Topic, h.QueueID, h.QueueOffset, n, maxBytes, filter)
+	res := filterBySQL(s.store.GetMessages(h.Topic, h.QueueID, h.QueueOffset, n, maxBytes, tags), sql)
 	code := pullCode(res.Status, h.QueueOffset)
 	if code == protocol.PullNotFound && mayPark && h.SysFlag&protocol.PullFlagSuspend != 0 && h.SuspendTimeoutMillis > 0 {
 		if p.deadline.IsZero() {
@@ -104,28 +105,35 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 
 // pullFilter resolves the subscription that filters the pull: the request's
 // own when the subscription bit is set, else the one the group's heartbeat
-// reported. It returns nil for "every tag".
-func (s *Server) pullFilter(req *remoting.Command, h *protocol.PullMessageRequestHeader) (func(int64) bool, *remoting.Command) {
+// reported. It returns a tag-code filter (nil for "every tag") or, for a
+// SQL92 subscription (sqlfilter.go), the compiled expression.
+func (s *Server) pullFilter(req *remoting.Command, h *protocol.PullMessageRequestHeader) (func(int64) bool, *filter.Expression, *remoting.Command) {
 	var sub protocol.SubscriptionData
 	if h.SysFlag&protocol.PullFlagSubscription != 0 {
 		sub.SubString, sub.ExpressionType = h.Subscription, h.ExpressionType
 		sub.TagsSet, sub.CodeSet = protocol.ParseSubscription(h.Subscription)
+		sub = s.heartbeatExpressionType(h.ConsumerGroup, h.Topic, sub) // sqlfilter.go
 	} else {
 		sd, groupOnline, ok := s.registry.subscription(h.ConsumerGroup, h.Topic)
 		switch {
 		case !groupOnline:
-			return nil, errorf(req, protocol.SubscriptionNotExist, "the consumer group %s has sent broker %s no heartbeat", h.ConsumerGroup, s.opts.BrokerName)
+			return nil, nil, errorf(req, protocol.SubscriptionNotExist, "the consumer group %s has sent broker %s no heartbeat", h.ConsumerGroup, s.opts.BrokerName)
 		case !ok:
-			return nil, errorf(req, protocol.SubscriptionNotExist, "the consumer group %s is not subscribed to topic %s", h.ConsumerGroup, h.Topic)
+			return nil, nil, errorf(req, protocol.SubscriptionNotExist, "the consumer group %s is not subscribed to topic %s", h.ConsumerGroup, h.Topic)
 		case sd.SubVersion < h.SubVersion:
-			return nil, errorf(req, protocol.SubscriptionNotLatest, "the subscription of group %s to topic %s is older than the pull's", h.ConsumerGroup, h.Topic)
+			return nil, nil, errorf(req, protocol.SubscriptionNotLatest, "the subscription of group %s to topic %s is older than the pull's", h.ConsumerGroup, h.Topic)
 		}
 		sub = sd
 	}
-	if sub.ExpressionType != "" && !strings.EqualFold(sub.ExpressionType, protocol.ExpressionTypeTag) {
-		return nil, errorf(req, protocol.SubscriptionParseFailed, "expression type %s is not supported; zonemq filters by TAG", sub.ExpressionType)
+	if isSQL92(sub.ExpressionType) {
+		sub.Topic = h.Topic
+		expr, resp := s.sqlFilter(req, sub)
+		return nil, expr, resp
 	}
-	return tagFilter(sub), nil
+	if sub.ExpressionType != "" && !strings.EqualFold(sub.ExpressionType, protocol.ExpressionTypeTag) {
+		return nil, nil, errorf(req, protocol.SubscriptionParseFailed, "expression type %s is not supported; zonemq filters by TAG or SQL92", sub.ExpressionType)
+	}
+	return tagFilter(sub), nil, nil
 }
 
 // tagFilter matches consume-queue tag codes against a subscription. nil

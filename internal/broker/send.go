@@ -87,6 +87,8 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 			return errorf(req, protocol.NoPermission, "broker %s does not take transaction messages yet", s.opts.BrokerName)
 		}
 		res, err = s.prepareTransaction(ctx, c, m)
+	case s.extra.timers != nil && isTimer(m.Properties): // timer.go
+		res, err = s.extra.timers.schedule(ctx, m)
 	case level > 0 && s.schedule != nil:
 		res, err = s.schedule(ctx, m, level)
 	default:
@@ -112,7 +114,7 @@ func (s *Server) checkSend(req *remoting.Command, h *protocol.SendMessageRequest
 	if err := protocol.ValidateTopic(h.Topic); err != nil {
 		return 0, errorf(req, protocol.MessageIllegal, "%v", err)
 	}
-	if protocol.IsSystemTopic(h.Topic) {
+	if protocol.IsSystemTopic(h.Topic) && !s.isClientWritable(h.Topic) { // trace.go
 		return 0, errorf(req, protocol.NoPermission, "sending to the system topic %s is forbidden", h.Topic)
 	}
 	cfg, ok := s.topics.get(h.Topic)

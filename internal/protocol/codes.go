@@ -35,6 +35,7 @@ const (
 	UnlockBatchMQ                  RequestCode = 42
 	GetAllConsumerOffset           RequestCode = 43
 	GetAllDelayOffset              RequestCode = 45
+	CheckClientConfig              RequestCode = 46
 	PutKVConfig                    RequestCode = 100
 	GetKVConfig                    RequestCode = 101
 	DeleteKVConfig                 RequestCode = 102
@@ -86,7 +87,8 @@ var requestNames = map[RequestCode]string{
 	GetConsumerListByGroup: "GET_CONSUMER_LIST_BY_GROUP", CheckTransactionState: "CHECK_TRANSACTION_STATE",
 	NotifyConsumerIDsChanged: "NOTIFY_CONSUMER_IDS_CHANGED", LockBatchMQ: "LOCK_BATCH_MQ", UnlockBatchMQ: "UNLOCK_BATCH_MQ",
 	GetAllConsumerOffset: "GET_ALL_CONSUMER_OFFSET", GetAllDelayOffset: "GET_ALL_DELAY_OFFSET",
-	PutKVConfig: "PUT_KV_CONFIG", GetKVConfig: "GET_KV_CONFIG", DeleteKVConfig: "DELETE_KV_CONFIG",
+	CheckClientConfig: "CHECK_CLIENT_CONFIG",
+	PutKVConfig:       "PUT_KV_CONFIG", GetKVConfig: "GET_KV_CONFIG", DeleteKVConfig: "DELETE_KV_CONFIG",
 	RegisterBroker: "REGISTER_BROKER", UnregisterBroker: "UNREGISTER_BROKER", GetRouteInfoByTopic: "GET_ROUTEINFO_BY_TOPIC",
 	GetBrokerClusterInfo: "GET_BROKER_CLUSTER_INFO", UpdateAndCreateSubscriptionGrp: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
 	GetAllSubscriptionGroupConfig: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG", GetTopicStatsInfo: "GET_TOPIC_STATS_INFO",

@@ -76,7 +76,7 @@ func ValidateGroup(group string) error {
 // IsSystemTopic reports whether topic belongs to the broker (TBW102, the
 // schedule topic, RMQ_SYS_ topics) and must not be sent to by applications.
 func IsSystemTopic(topic string) bool {
-	return topic == AutoCreateTopicKey || topic == ScheduleTopic || len(topic) > 8 && topic[:8] == "RMQ_SYS_"
+	return topic == AutoCreateTopicKey || topic == ScheduleTopic || topic == TimerTopic || len(topic) > 8 && topic[:8] == "RMQ_SYS_"
 }
 
 func sortedKeys(m map[string]string) []string {
