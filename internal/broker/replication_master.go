@@ -330,6 +330,10 @@ func (s *Server) metaSnapshot() ([]byte, error) {
 	if found, err := s.store.LoadMetadata(delayOffsetMetadata, &delay); err == nil && found {
 		m.DelayOffsets = delay
 	}
+	var timers json.RawMessage
+	if found, err := s.store.LoadMetadata(timerMetadata, &timers); err == nil && found {
+		m.Timers = timers
+	}
 	m.Offsets = s.store.AllOffsets()
 	m.Epochs = s.repl.epochs()
 	return json.Marshal(&m)

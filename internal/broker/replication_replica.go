@@ -313,6 +313,12 @@ func (r *replication) applyMeta(in *protocol.ReplicaMeta, sent map[offsetKey]str
 			errs = append(errs, err)
 		}
 	}
+	if len(in.Timers) > 0 {
+		// The timer service reads it when this broker becomes master.
+		if err := s.store.SaveMetadata(timerMetadata, in.Timers); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	r.dirtyMu.Lock()
 	for group, topics := range in.Offsets {
 		for topic, queues := range topics {

@@ -208,6 +208,7 @@ type ReplicaMeta struct {
 	Topics       json.RawMessage                       `json:"topics,omitempty"`
 	Groups       json.RawMessage                       `json:"groups,omitempty"`
 	DelayOffsets json.RawMessage                       `json:"delayOffsets,omitempty"`
+	Timers       json.RawMessage                       `json:"timers,omitempty"`
 	Offsets      map[string]map[string]map[int32]int64 `json:"offsets,omitempty"`
 	Epochs       []EpochEntry                          `json:"epochs,omitempty"`
 }
