@@ -2,8 +2,8 @@ package broker
 
 import (
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
