@@ -76,7 +76,7 @@ func serverConn(t *testing.T, s *Server, c *remoting.Client) *remoting.Conn {
 // deterministic (times are not), so a change that adds allocations fails
 // here and must say why in the budget.
 const (
-	sendAllocBudget = 22 // handleSendMessage of one 1 KiB message, JSON-decoded header
+	sendAllocBudget = 12 // handleSendMessage of one 1 KiB message, JSON-decoded header
 	pullAllocBudget = 18 // handlePullMessage of 32 messages
 )
 

@@ -43,6 +43,7 @@ func nextOpaque() int32 {
 // outQueue). Conn is safe for concurrent use.
 type Conn struct {
 	netConn      net.Conn
+	remoteAddr   string // netConn.RemoteAddr().String(), formatted once: handlers ask per request
 	reader       *bufio.Reader
 	maxFrame     int
 	maxUnsent    int // read loop pauses while more response bytes are unsent; 0: never
@@ -96,14 +97,16 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
+	remote := nc.RemoteAddr().String()
 	c := &Conn{
 		netConn:      nc,
+		remoteAddr:   remote,
 		reader:       bufio.NewReaderSize(nc, 64<<10),
 		maxFrame:     cfg.maxFrame,
 		maxUnsent:    cfg.maxUnsent,
 		writeTimeout: cfg.writeTimeout,
 		idleTimeout:  cfg.idleTimeout,
-		logger:       cfg.logger.With("peer", nc.RemoteAddr().String()),
+		logger:       cfg.logger.With("peer", remote),
 		dispatch:     cfg.dispatch,
 		pending:      make(map[int32]*call),
 		done:         make(chan struct{}),
@@ -113,7 +116,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 }
 
 // RemoteAddr is the peer's address as "ip:port".
-func (c *Conn) RemoteAddr() string { return c.netConn.RemoteAddr().String() }
+func (c *Conn) RemoteAddr() string { return c.remoteAddr }
 
 // LocalAddr is this side's address as "ip:port".
 func (c *Conn) LocalAddr() string { return c.netConn.LocalAddr().String() }

@@ -64,13 +64,36 @@ func TestConnInlineResponsesLeaveInOneWrite(t *testing.T) {
 }
 
 func TestConnQueuedFramesShareWrites(t *testing.T) {
-	// Goroutine handlers: 200 responses finish while earlier ones are being
-	// written (the pipe blocks every write until read), so they must
-	// leave in far fewer writes than frames.
+	// Goroutine handlers: while the first response's write is held, the
+	// other 199 responses queue up; they must leave in one more write.
 	s := startServer(t, ServerOptions{}, func(s *Server) { s.Handle(10, echoHandler) })
-	client, counted := servePipe(t, s)
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	release := make(chan struct{})
+	held := &heldConn{Conn: server, release: release}
+	s.serveConn(held)
 	const n = 200
 	go client.Write(requestFrames(n, 10, 1))
+
+	// What the 200 responses weigh on the wire, to know when all are queued.
+	total := 0
+	for i := range n {
+		resp := &Command{Code: 0, Language: Language, Version: Version, Opaque: int32(i + 1), Flag: FlagResponse,
+			ExtFields: map[string]string{"i": fmt.Sprint(i)}}
+		total += len(EncodeFrame(resp))
+	}
+	var sc *Conn
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for _, c := range s.Conns() {
+			sc = c
+		}
+		if sc == nil || sc.UnsentBytes() != total {
+			return fmt.Errorf("not all responses queued yet")
+		}
+		return nil
+	})
+	close(release)
+
 	r := bufio.NewReader(client)
 	client.SetReadDeadline(time.Now().Add(10 * time.Second))
 	seen := make(map[int32]bool)
@@ -80,7 +103,21 @@ func TestConnQueuedFramesShareWrites(t *testing.T) {
 		seen[resp.Opaque] = true
 	}
 	testutil.Equal(t, len(seen), n, "distinct responses")
-	testutil.True(t, counted.writes.Load() < n, fmt.Sprintf("%d writes for %d responses", counted.writes.Load(), n))
+	testutil.Equal(t, held.writes.Load(), int64(2), "write calls: the held one, then everything queued behind it")
+}
+
+// heldConn holds its first Write until release is closed, and counts writes.
+type heldConn struct {
+	net.Conn
+	release chan struct{}
+	writes  atomic.Int64
+}
+
+func (c *heldConn) Write(p []byte) (int, error) {
+	if c.writes.Add(1) == 1 {
+		<-c.release
+	}
+	return c.Conn.Write(p)
 }
 
 func TestServerStopsReadingOverUnsentCap(t *testing.T) {
