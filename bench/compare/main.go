@@ -68,11 +68,11 @@ func runCompare(args []string) error {
 		return err
 	}
 	c.self = self
+	keepWork := c.work != ""
 	if c.work == "" {
 		if c.work, err = os.MkdirTemp("", "zonemq-compare-"); err != nil {
 			return err
 		}
-		defer os.RemoveAll(c.work)
 	}
 	res := newResults()
 	for round := 1; round <= c.rounds; round++ {
@@ -88,11 +88,14 @@ func runCompare(args []string) error {
 			}
 			fmt.Fprintf(os.Stderr, "round %d/%d: %s\n", round, c.rounds, sys.name())
 			if err := runRound(c, sys, dir, res); err != nil {
-				return fmt.Errorf("round %d, %s: %w", round, sys.name(), err)
+				return fmt.Errorf("round %d, %s: %w (logs and data kept in %s)", round, sys.name(), err, c.work)
 			}
 		}
 	}
 	res.print(os.Stdout, c)
+	if !keepWork {
+		os.RemoveAll(c.work)
+	}
 	return nil
 }
 

@@ -47,7 +47,10 @@ func runNatsClient(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(*inflight, 1)))
+	// The publisher's own window bounds what is pending; the library's
+	// limit only has to stay out of its way (past it, PublishAsync stalls
+	// and then fails).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(*inflight, 1)+16))
 	if err != nil {
 		return err
 	}
@@ -100,7 +103,8 @@ func natsPublishAsync(js jetstream.JetStream, body []byte, inflight int, d time.
 		f     jetstream.PubAckFuture
 		start time.Time
 	}
-	window := make(chan pending, inflight)
+	// The collector holds one more than the channel: inflight in all.
+	window := make(chan pending, max(inflight-1, 1))
 	var lat []time.Duration
 	collected := make(chan error, 1)
 	go func() {
