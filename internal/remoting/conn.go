@@ -171,7 +171,8 @@ func (c *Conn) readLoop() {
 	var err error
 	for {
 		if !c.frameBuffered() {
-			if err = c.flush(); err != nil {
+			// No yield: the read loop has just queued all it had.
+			if err = c.flush(false); err != nil {
 				break
 			}
 			if !c.waitUnsentBelow(c.maxUnsent) {
@@ -284,7 +285,7 @@ func (c *Conn) Write(cmd *Command) error {
 	if err := c.enqueue(cmd); err != nil {
 		return err
 	}
-	return c.flush()
+	return c.flush(true)
 }
 
 // frameBuffered reports whether a whole frame is already in the read

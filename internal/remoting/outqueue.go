@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -82,7 +83,13 @@ func (c *Conn) enqueue(cmd *Command) error {
 // (it will write ours too). A nil error means the frames were written or
 // handed to the active flusher; a failed write closes the connection, which
 // fails every pending call.
-func (c *Conn) flush() error {
+//
+// With yield, a caller that becomes the flusher first lets the goroutines
+// that are ready to run go ahead: those about to write on this connection
+// (many senders, or handlers finishing together) then queue behind it and
+// their frames leave in the same write. When nothing else is runnable the
+// yield returns at once, so a lone writer is not delayed.
+func (c *Conn) flush(yield bool) error {
 	q := &c.out
 	q.mu.Lock()
 	if q.flushing || len(q.buf) == 0 {
@@ -95,6 +102,9 @@ func (c *Conn) flush() error {
 	}
 	q.flushing = true
 	q.mu.Unlock()
+	if yield {
+		runtime.Gosched()
+	}
 	return c.flushRounds(maxFlushRounds)
 }
 
