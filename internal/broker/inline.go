@@ -25,17 +25,18 @@ func (s *Server) registerSendHandlers() {
 }
 
 // sendsInline reports whether a send is answered without waiting on
-// anything but the store's append lock: with asynchronous flush the store
-// returns once the record is in the page cache. Inline handling keeps one
+// anything but the store's append lock: with asynchronous flush and
+// asynchronous (or no) replication the store returns once the record is in
+// the page cache. Inline handling keeps one
 // connection's sends in arrival order, saves a goroutine start and wake-up
 // per message, and lets the responses to all the sends one socket read
 // brought leave in one write. A send that waits (an fsync with
-// --flush sync, or any other wait added to the send path, such as a
-// synchronous replica acknowledgement) must not run inline: it would stall
-// everything else on that connection, and group commit would see one
-// message per connection at a time.
+// --flush sync, the in-sync replicas' acknowledgement with --replication
+// sync, or any other wait added to the send path) must not run inline: it
+// would stall everything else on that connection, and group commit would
+// see one message per connection at a time.
 func (s *Server) sendsInline() bool {
-	return s.opts.Flush == store.FlushAsync
+	return s.opts.Flush == store.FlushAsync && s.opts.Replication != ReplicationSync
 }
 
 // handleInline is handle for a handler that runs on the connection's read

@@ -47,13 +47,20 @@ func TestBrokerPipelinedSendsStoredInArrivalOrder(t *testing.T) {
 	}
 }
 
-func TestBrokerSyncFlushSendsNotInline(t *testing.T) {
+func TestBrokerWaitingSendsNotInline(t *testing.T) {
 	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
 	opts.Flush = store.FlushSync
 	s, err := New(opts)
 	testutil.NoError(t, err)
 	defer s.Shutdown()
 	testutil.True(t, !s.sendsInline(), "a send that waits for fsync must not block its connection's reads")
+
+	opts = testBrokerOptions(t, "127.0.1.1", "idc1", "broker-b")
+	opts.Replication = ReplicationSync
+	s2, err := New(opts)
+	testutil.NoError(t, err)
+	defer s2.Shutdown()
+	testutil.True(t, !s2.sendsInline(), "a send that waits for the replicas must not block its connection's reads")
 }
 
 // serverConn opens a connection to s and returns the broker's side of it.
