@@ -88,8 +88,8 @@ const (
 )
 
 func TestBrokerSendAllocationBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
+	if testing.Short() || raceDetector {
+		t.Skip("allocation counts (the race detector allocates on its own)")
 	}
 	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a"))
 	c := newRawClient(t)
@@ -115,8 +115,8 @@ func TestBrokerSendAllocationBudget(t *testing.T) {
 }
 
 func TestBrokerPullAllocationBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
+	if testing.Short() || raceDetector {
+		t.Skip("allocation counts (the race detector allocates on its own)")
 	}
 	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a"))
 	c := newRawClient(t)
