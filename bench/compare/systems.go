@@ -103,7 +103,9 @@ func (z zonemqSystem) start(c config, dir string, syncEach bool) (*server, syste
 	if syncEach {
 		flush = "sync"
 	}
-	br, err := startServer("zonemq broker", filepath.Join(dir, "broker.log"), "broker listening", z.bin,
+	// Ready once the name server routes it, not when it listens: a client
+	// started in between finds no broker to create the topic on.
+	br, err := startServer("zonemq broker", filepath.Join(dir, "broker.log"), "registered with name server", z.bin,
 		"broker", "--listen", "127.0.0.1:"+strconv.Itoa(brPort), "--idc", "idc1", "--name", "bench-broker",
 		"--data", filepath.Join(dir, "data"), "--namesrv", nsAddr, "--flush", flush)
 	if err != nil {
