@@ -30,7 +30,8 @@ func init() {
 }
 
 const benchSynopsis = "(--addrsrv URL | --namesrv 'ADDR;ADDR' | --local [--flush async|sync]) [--idc NAME] [--topic T] [--size 1024]\n" +
-	"                    [--count N | --duration D] [--producers 4] [--consumers 1] [--batch 1] [--mode send|consume|both] [--output text|json]"
+	"                    [--count N | --duration D] [--producers 4 | --inflight N] [--consumers 1] [--batch 1] [--mode send|consume|both]\n" +
+	"                    [--output text|json]"
 
 const benchAbout = `Sends and/or consumes messages as fast as the cluster takes them, with the
 public SDK, and reports messages/s and MB/s (MB = 10^6 bytes of body) sent and
@@ -46,7 +47,10 @@ with a fresh group from the first offset, until --count messages, --duration,
 or nothing new for --idle.
 
 --producers goroutines share one Producer (as the SDK recommends); each
-waits for its send to be stored before the next. --consumers PushConsumers
+waits for its send to be stored before the next. --inflight N sends
+asynchronously instead (SendAsync) and keeps N send calls in flight at once,
+as an asynchronous publisher does; the latency is then from the call to its
+callback. --consumers PushConsumers
 form one group. Bodies are random bytes: compression (bodies of 4 KiB and
 more) saves nothing and cannot flatter the figures.
 
@@ -81,6 +85,7 @@ type benchOptions struct {
 	count        int
 	duration     time.Duration
 	producers    int
+	inflight     int
 	consumers    int
 	batch        int
 	mode         string
@@ -112,6 +117,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.DurationVar(&o.duration, "duration", 0, "how long to send (--mode consume: to receive); default 10s without --count,\n"+
 		"with --count a cap (default "+benchMaxDuration.String()+")")
 	fs.IntVar(&o.producers, "producers", 4, "goroutines sending at once, sharing one producer")
+	fs.IntVar(&o.inflight, "inflight", 0, "send asynchronously with this many send calls in flight (0: --producers synchronous senders)")
 	fs.IntVar(&o.consumers, "consumers", 1, "push consumers in the group")
 	fs.IntVar(&o.batch, "batch", 1, "messages per send call (more than 1: a batch send)")
 	fs.StringVar(&o.mode, "mode", "both", "send, consume or both")
@@ -156,6 +162,10 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchOptions, error) {
 		return o, usagef("--duration must not be negative")
 	case o.sends() && o.producers < 1:
 		return o, usagef("--producers must be at least 1 with --mode %s", o.mode)
+	case o.inflight < 0:
+		return o, usagef("--inflight must not be negative")
+	case o.inflight > 0 && explicit["producers"]:
+		return o, usagef("--inflight and --producers exclude each other: one asynchronous sender keeps --inflight calls in flight")
 	case o.consumes() && o.consumers < 1:
 		return o, usagef("--consumers must be at least 1 with --mode %s", o.mode)
 	case o.batch < 1 || o.batch*o.size > benchMaxMessageSize:
@@ -424,6 +434,12 @@ func (r *benchRun) sendPhase(ctx context.Context) error {
 	if err := p.Start(ctx); err != nil {
 		return fmt.Errorf("cannot start the producer: %s", oneLine(err.Error()))
 	}
+	if r.o.inflight > 0 {
+		r.sendStart = time.Now()
+		r.sendAsyncLoop(ctx, p, r.sendStart.Add(r.o.duration))
+		r.sendEnd = time.Now()
+		return nil
+	}
 	hists := make([]*latencyHistogram, r.o.producers)
 	var wg sync.WaitGroup
 	r.sendStart = time.Now()
@@ -480,6 +496,65 @@ func (r *benchRun) sendLoop(ctx context.Context, p *client.Producer, h *latencyH
 		h.record(took)
 		r.acked.Add(int64(len(msgs)))
 		r.ackedSeqs.addRange(first, last)
+	}
+}
+
+// sendAsyncLoop keeps --inflight asynchronous send calls in flight until
+// the count, the deadline or ctx says stop, then waits for the callbacks.
+func (r *benchRun) sendAsyncLoop(ctx context.Context, p *client.Producer, deadline time.Time) {
+	batch := int64(r.o.batch)
+	count := int64(r.o.count)
+	prefix := r.keyPrefix()
+	sendCtx := context.WithoutCancel(ctx)
+	window := make(chan struct{}, r.o.inflight)
+	var wg sync.WaitGroup
+	var histMu sync.Mutex
+	defer wg.Wait()
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		select {
+		case window <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		last := r.seq.Add(batch)
+		first := last - batch + 1
+		if count > 0 && last > count {
+			last = count
+		}
+		if first > last {
+			<-window
+			return
+		}
+		msgs := make([]*client.Message, 0, last-first+1)
+		for s := first; s <= last; s++ {
+			msgs = append(msgs, &client.Message{Topic: r.o.topic, Keys: []string{prefix + strconv.FormatInt(s, 10)}, Body: r.body})
+		}
+		start := time.Now()
+		wg.Add(1)
+		err := p.SendAsync(sendCtx, func(_ *client.SendResult, err error) {
+			defer func() { <-window; wg.Done() }()
+			took := time.Since(start)
+			r.sendCalls.Add(1)
+			if err != nil {
+				r.sendErrs.Add(int64(len(msgs)))
+				r.lastErr.Store(oneLine(err.Error()))
+				return
+			}
+			histMu.Lock()
+			r.sendHist.record(took)
+			histMu.Unlock()
+			r.acked.Add(int64(len(msgs)))
+			r.ackedSeqs.addRange(first, last)
+		}, msgs...)
+		if err != nil {
+			// Not sent, no callback: invalid messages or a stopped producer.
+			<-window
+			wg.Done()
+			r.sendCalls.Add(1)
+			r.sendErrs.Add(int64(len(msgs)))
+			r.lastErr.Store(oneLine(err.Error()))
+			return
+		}
 	}
 }
 
@@ -761,8 +836,11 @@ type benchReport struct {
 	Size      int    `json:"size"`
 	Batch     int    `json:"batch"`
 	Producers int    `json:"producers"`
-	Consumers int    `json:"consumers"`
-	Local     bool   `json:"local"`
+	// Inflight is --inflight: asynchronous send calls in flight (0: the
+	// producers sent synchronously).
+	Inflight  int  `json:"inflight,omitempty"`
+	Consumers int  `json:"consumers"`
+	Local     bool `json:"local"`
 	// Flush is the --local broker's flush mode ("" for another cluster).
 	Flush   string              `json:"flush,omitempty"`
 	Send    *benchSendReport    `json:"send,omitempty"`
@@ -807,6 +885,9 @@ func (r *benchRun) report() *benchReport {
 	}
 	if r.o.sends() {
 		rep.Producers = r.o.producers
+		if r.o.inflight > 0 {
+			rep.Producers, rep.Inflight = 0, r.o.inflight
+		}
 		secs := r.sendEnd.Sub(r.sendStart).Seconds()
 		acked := r.acked.Load()
 		s := &benchSendReport{
@@ -870,8 +951,12 @@ func (rep *benchReport) text() string {
 	}
 	b.WriteString("\n")
 	if s := rep.Send; s != nil {
-		fmt.Fprintf(&b, "sent      %d messages in %.2fs by %d producers: %.0f msg/s, %.2f MB/s; %d errors\n",
-			s.Messages, s.Seconds, rep.Producers, s.MsgsPerSec, s.MBPerSec, s.Errors)
+		by := fmt.Sprintf("%d producers", rep.Producers)
+		if rep.Inflight > 0 {
+			by = fmt.Sprintf("%d asynchronous sends in flight", rep.Inflight)
+		}
+		fmt.Fprintf(&b, "sent      %d messages in %.2fs by %s: %.0f msg/s, %.2f MB/s; %d errors\n",
+			s.Messages, s.Seconds, by, s.MsgsPerSec, s.MBPerSec, s.Errors)
 		fmt.Fprintf(&b, "send latency (per call)  p50 %.3fms  p90 %.3fms  p99 %.3fms  max %.3fms\n",
 			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.Max)
 		if s.LastError != "" {

@@ -41,6 +41,23 @@ func TestBenchLocalJSON(t *testing.T) {
 	testutil.True(t, rep.Consume.MsgsPerSec > 0 && rep.Consume.MBPerSec > 0, "consume throughput", rep.Consume)
 }
 
+// TestBenchLocalInflight sends asynchronously with a window and checks that
+// every message is acknowledged and consumed exactly once.
+func TestBenchLocalInflight(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "--local", "--count", "300", "--inflight", "16", "--output", "json", "--log-level", "error"}, &stdout, &stderr)
+	testutil.Equal(t, code, 0, "exit status; stderr: "+stderr.String())
+	var rep benchReport
+	testutil.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), "the JSON report")
+	testutil.Equal(t, rep.Inflight, 16, "inflight")
+	testutil.Equal(t, rep.Producers, 0, "producers")
+	testutil.True(t, rep.Send != nil && rep.Consume != nil, "send and consume sections", stdout.String())
+	testutil.Equal(t, rep.Send.Messages, int64(300), "acknowledged")
+	testutil.Equal(t, rep.Send.Calls, int64(300), "send calls")
+	testutil.Equal(t, rep.Consume.Messages, int64(300), "consumed")
+	testutil.Equal(t, rep.Errors, int64(0), "errors")
+}
+
 func TestBenchBadFlags(t *testing.T) {
 	t.Setenv(envAddrsrv, "")
 	t.Setenv(envNamesrv, "")
@@ -52,6 +69,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "--local", "--mode", "both-ways"},
 		{"bench", "--local", "--size", "0"},
 		{"bench", "--local", "--producers", "0"},
+		{"bench", "--local", "--inflight", "-1"},
+		{"bench", "--local", "--inflight", "8", "--producers", "2"},
 		{"bench", "--local", "--batch", "8", "--size", "1048576"},
 		{"bench", "--local", "--output", "yaml"},
 		{"bench", "--local", "--no-such-flag"},

@@ -53,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zonemq: unknown command %q (run 'zonemq help')\n", args[0])
 		return 2
 	}
+	setGCTarget()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := c.run(ctx, args[1:], stdout, stderr)

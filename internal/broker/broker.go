@@ -353,21 +353,23 @@ func (s *Server) connClosed(c *remoting.Conn) {
 // begun, new requests are refused with SERVICE_NOT_AVAILABLE (clients retry
 // another broker) while those already running finish.
 func (s *Server) handle(code protocol.RequestCode, h remoting.Handler) {
-	s.remoting.Handle(int32(code), func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	s.remoting.Handle(int32(code), s.gated(h))
+}
+
+// gated wraps h behind the shutdown gate.
+func (s *Server) gated(h remoting.Handler) remoting.Handler {
+	return func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 		if !s.gate.enter() {
 			return errorf(req, protocol.ServiceNotAvailable, "broker %s is shutting down", s.opts.BrokerName)
 		}
 		defer s.gate.leave()
 		return h(ctx, c, req)
-	})
+	}
 }
 
 // registerHandlers installs the core request handlers.
 func (s *Server) registerHandlers() {
-	s.handle(protocol.SendMessage, s.handleSendMessage)
-	s.handle(protocol.SendMessageV2, s.handleSendMessage)
-	s.handle(protocol.SendBatchMessage, s.handleSendMessage)
-	s.handle(protocol.SendReplyMessage, s.handleSendMessage)
+	s.registerSendHandlers()
 	s.handle(protocol.PullMessage, s.handlePullMessage)
 	s.handle(protocol.QueryConsumerOffset, s.handleQueryConsumerOffset)
 	s.handle(protocol.UpdateConsumerOffset, s.handleUpdateConsumerOffset)

@@ -20,7 +20,10 @@ type Header interface {
 // a header's SetExt reads every field and checks once at the end.
 type ExtReader struct {
 	ext map[string]string
-	err error
+	// short, when set, maps the field names asked for to the keys they
+	// are sent under (SEND_MESSAGE_V2's a–n); errors still name the field.
+	short map[string]string
+	err   error
 }
 
 // NewExtReader returns a reader over ext (which may be nil).
@@ -36,7 +39,11 @@ func (r *ExtReader) fail(key, val, want string) {
 }
 
 func (r *ExtReader) get(key string, required bool) (string, bool) {
-	v, ok := r.ext[key]
+	wire := key
+	if r.short != nil {
+		wire = r.short[key]
+	}
+	v, ok := r.ext[wire]
 	if !ok && required && r.err == nil {
 		r.err = fmt.Errorf("missing ext field %s", key)
 	}
@@ -98,6 +105,10 @@ func (r *ExtReader) OptBool(key string, def bool) bool {
 
 // ExtWriter builds ext fields.
 type ExtWriter map[string]string
+
+// newExtWriter returns a writer sized for n fields, so filling it does not
+// grow the map step by step.
+func newExtWriter(n int) ExtWriter { return make(ExtWriter, n) }
 
 // Str sets a string field.
 func (w ExtWriter) Str(k, v string) ExtWriter { w[k] = v; return w }

@@ -48,7 +48,7 @@ func (h *SendMessageRequestHeader) HasMaxReconsumeTimes() bool { return !h.maxRe
 // Ext renders the header with SEND_MESSAGE's long keys. maxReconsumeTimes
 // is written unless the header was read from a request without it.
 func (h *SendMessageRequestHeader) Ext() map[string]string {
-	w := ExtWriter{}
+	w := newExtWriter(len(sendV2Keys))
 	w.Str("producerGroup", h.ProducerGroup).Str("topic", h.Topic).Str("defaultTopic", h.DefaultTopic).
 		Int("defaultTopicQueueNums", int64(h.DefaultTopicQueueNums)).Int("queueId", int64(h.QueueID)).
 		Int("sysFlag", int64(h.SysFlag)).Int("bornTimestamp", h.BornTimestamp).Int("flag", int64(h.Flag)).
@@ -62,7 +62,11 @@ func (h *SendMessageRequestHeader) Ext() map[string]string {
 
 // SetExt reads SEND_MESSAGE's long keys.
 func (h *SendMessageRequestHeader) SetExt(ext map[string]string) error {
-	r := NewExtReader(ext)
+	return h.setExt(&ExtReader{ext: ext})
+}
+
+// setExt reads the fields through r, which knows the keys they are under.
+func (h *SendMessageRequestHeader) setExt(r *ExtReader) error {
 	h.ProducerGroup = r.String("producerGroup")
 	h.Topic = r.String("topic")
 	h.DefaultTopic = r.OptString("defaultTopic")
@@ -78,7 +82,7 @@ func (h *SendMessageRequestHeader) SetExt(ext map[string]string) error {
 	h.ReconsumeTimes = r.OptInt32("reconsumeTimes", 0)
 	h.UnitMode = r.OptBool("unitMode", false)
 	h.Batch = r.OptBool("batch", false)
-	_, present := ext["maxReconsumeTimes"]
+	_, present := r.get("maxReconsumeTimes", false)
 	h.maxReconsumeTimesAbsent = !present
 	h.MaxReconsumeTimes = r.OptInt32("maxReconsumeTimes", 0)
 	h.BrokerName = r.OptString("bname")
@@ -91,6 +95,16 @@ var sendV2Keys = [...][2]string{
 	{"e", "queueId"}, {"f", "sysFlag"}, {"g", "bornTimestamp"}, {"h", "flag"}, {"i", "properties"},
 	{"j", "reconsumeTimes"}, {"k", "unitMode"}, {"l", "maxReconsumeTimes"}, {"m", "batch"}, {"n", "bname"},
 }
+
+// sendV2ShortKey maps each long key to its short one, for reading V2
+// headers without building a second map per request.
+var sendV2ShortKey = func() map[string]string {
+	m := make(map[string]string, len(sendV2Keys))
+	for _, k := range sendV2Keys {
+		m[k[1]] = k[0]
+	}
+	return m
+}()
 
 // SendMessageRequestHeaderV2 is SEND_MESSAGE_V2's and SEND_BATCH_MESSAGE's
 // header: the fields of SendMessageRequestHeader under the keys a–n.
@@ -113,13 +127,7 @@ func (h *SendMessageRequestHeaderV2) Ext() map[string]string {
 // SetExt reads the short keys a–n. Errors name the long field and its key,
 // e.g. "missing ext field topic (b)".
 func (h *SendMessageRequestHeaderV2) SetExt(ext map[string]string) error {
-	long := make(map[string]string, len(ext))
-	for _, k := range sendV2Keys {
-		if v, ok := ext[k[0]]; ok {
-			long[k[1]] = v
-		}
-	}
-	if err := h.SendMessageRequestHeader.SetExt(long); err != nil {
+	if err := h.SendMessageRequestHeader.setExt(&ExtReader{ext: ext, short: sendV2ShortKey}); err != nil {
 		for _, k := range sendV2Keys {
 			if errNamesField(err, k[1]) {
 				return fmt.Errorf("%w (short key %s)", err, k[0])
@@ -148,7 +156,7 @@ type SendMessageResponseHeader struct {
 
 // Ext renders the header.
 func (h *SendMessageResponseHeader) Ext() map[string]string {
-	w := ExtWriter{}
+	w := newExtWriter(6)
 	w.Str("msgId", h.MsgID).Int("queueId", int64(h.QueueID)).Int("queueOffset", h.QueueOffset).
 		OptStr("transactionId", h.TransactionID).Str(PropertyMsgRegion, h.MsgRegion).Bool(PropertyTraceSwitch, h.TraceOn)
 	return w

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -241,9 +241,25 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 		return nil, &FrameError{Reason: fmt.Sprintf("binary header ext length %d out of range", extLen)}
 	}
 	ext := rest[:extLen]
-	if len(ext) > 0 {
-		cmd.ExtFields = make(map[string]string)
+	if len(ext) == 0 {
+		return cmd, nil
 	}
+	// Keys and values are slices of one copy of the ext bytes when it is
+	// small (one allocation instead of two per field); a large one is
+	// copied field by field so a retained value cannot pin it.
+	var backing string
+	if len(ext) <= jsonSharedBackingMax {
+		backing = string(ext)
+	}
+	text := func(b []byte, off int) string {
+		if backing != "" {
+			return backing[off : off+len(b)]
+		}
+		return string(b)
+	}
+	var pairs [jsonExtInline][2]string
+	all := pairs[:0]
+	base := len(ext)
 	for len(ext) > 0 {
 		if len(ext) < 2 {
 			return nil, &FrameError{Reason: "binary ext field truncated in key length"}
@@ -253,7 +269,7 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 		if kl > len(ext) {
 			return nil, &FrameError{Reason: "binary ext key longer than the header"}
 		}
-		k := string(ext[:kl])
+		k := text(ext[:kl], base-len(ext))
 		ext = ext[kl:]
 		if len(ext) < 4 {
 			return nil, &FrameError{Reason: "binary ext field truncated in value length"}
@@ -263,8 +279,12 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 		if vl < 0 || vl > len(ext) {
 			return nil, &FrameError{Reason: "binary ext value longer than the header"}
 		}
-		cmd.ExtFields[k] = string(ext[:vl])
+		all = append(all, [2]string{k, text(ext[:vl], base-len(ext))})
 		ext = ext[vl:]
+	}
+	cmd.ExtFields = make(map[string]string, len(all))
+	for _, kv := range all {
+		cmd.ExtFields[kv[0]] = kv[1]
 	}
 	return cmd, nil
 }
@@ -315,7 +335,8 @@ func appendJSONHeader(dst []byte, cmd *Command) []byte {
 	}
 	if len(cmd.ExtFields) > 0 {
 		dst = append(dst, `,"extFields":{`...)
-		for i, k := range sortedKeys(cmd.ExtFields) {
+		var keyBuf [keyBufSize]string
+		for i, k := range sortedKeys(keyBuf[:0], cmd.ExtFields) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -329,14 +350,19 @@ func appendJSONHeader(dst []byte, cmd *Command) []byte {
 	return dst
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
+// sortedKeys appends m's keys to dst in order. Callers pass a small array
+// of their own, so the usual header (a few to twenty fields) allocates no
+// slice.
+func sortedKeys(dst []string, m map[string]string) []string {
 	for k := range m {
-		keys = append(keys, k)
+		dst = append(dst, k)
 	}
-	sort.Strings(keys)
-	return keys
+	slices.Sort(dst)
+	return dst
 }
+
+// keyBufSize is the array callers of sortedKeys keep on their stack.
+const keyBufSize = 24
 
 const hexDigits = "0123456789abcdef"
 
@@ -389,7 +415,8 @@ func appendBinaryHeader(dst []byte, cmd *Command) []byte {
 	dst = append(dst, cmd.Remark...)
 	lenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	for _, k := range sortedKeys(cmd.ExtFields) {
+	var keyBuf [keyBufSize]string
+	for _, k := range sortedKeys(keyBuf[:0], cmd.ExtFields) {
 		v := cmd.ExtFields[k]
 		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
 		dst = append(dst, k...)

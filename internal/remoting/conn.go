@@ -3,6 +3,7 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -38,19 +39,20 @@ func nextOpaque() int32 {
 
 // Conn is one remoting connection. Either side may send requests on it: a
 // broker pushes NOTIFY_CONSUMER_IDS_CHANGED down a client's connection. One
-// goroutine reads; writes are serialised by a mutex. Conn is safe for
-// concurrent use.
+// goroutine reads; outgoing frames are queued and written in batches (see
+// outQueue). Conn is safe for concurrent use.
 type Conn struct {
 	netConn      net.Conn
+	remoteAddr   string // netConn.RemoteAddr().String(), formatted once: handlers ask per request
 	reader       *bufio.Reader
 	maxFrame     int
+	maxUnsent    int // read loop pauses while more response bytes are unsent; 0: never
 	writeTimeout time.Duration
 	idleTimeout  time.Duration
 	logger       *slog.Logger
 	dispatch     func(*Conn, *Command) // requests arriving on this conn
 
-	writeMu sync.Mutex
-	wbuf    []byte
+	out outQueue
 
 	mu      sync.Mutex
 	pending map[int32]*call
@@ -78,6 +80,7 @@ type call struct {
 // connConfig carries the settings a Conn needs from its owner.
 type connConfig struct {
 	maxFrame     int
+	maxUnsent    int
 	writeTimeout time.Duration
 	idleTimeout  time.Duration
 	logger       *slog.Logger
@@ -94,21 +97,26 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
-	return &Conn{
+	remote := nc.RemoteAddr().String()
+	c := &Conn{
 		netConn:      nc,
+		remoteAddr:   remote,
 		reader:       bufio.NewReaderSize(nc, 64<<10),
 		maxFrame:     cfg.maxFrame,
+		maxUnsent:    cfg.maxUnsent,
 		writeTimeout: cfg.writeTimeout,
 		idleTimeout:  cfg.idleTimeout,
-		logger:       cfg.logger.With("peer", nc.RemoteAddr().String()),
+		logger:       cfg.logger.With("peer", remote),
 		dispatch:     cfg.dispatch,
 		pending:      make(map[int32]*call),
 		done:         make(chan struct{}),
 	}
+	c.out.drained.L = &c.out.mu
+	return c
 }
 
 // RemoteAddr is the peer's address as "ip:port".
-func (c *Conn) RemoteAddr() string { return c.netConn.RemoteAddr().String() }
+func (c *Conn) RemoteAddr() string { return c.remoteAddr }
 
 // LocalAddr is this side's address as "ip:port".
 func (c *Conn) LocalAddr() string { return c.netConn.LocalAddr().String() }
@@ -156,12 +164,27 @@ func (c *Conn) Value(k any) any {
 }
 
 // readLoop reads frames until the connection fails. Responses complete their
-// pending call; requests go to dispatch.
+// pending call; requests go to dispatch. Every complete frame one read
+// returned is handled before the responses queued meanwhile (by inline
+// handlers) are flushed, so they leave in one write.
 func (c *Conn) readLoop() {
 	var err error
 	for {
-		if c.idleTimeout > 0 {
-			c.netConn.SetReadDeadline(time.Now().Add(c.idleTimeout))
+		if !c.frameBuffered() {
+			// No yield: the read loop has just queued all it had.
+			if err = c.flush(false); err != nil {
+				break
+			}
+			if !c.waitUnsentBelow(c.maxUnsent) {
+				err = ErrConnClosed
+				break
+			}
+			// Only before a read that may reach the socket: the deadline
+			// is per connection, resetting it per frame costs a timer
+			// update each time.
+			if c.idleTimeout > 0 && c.reader.Buffered() == 0 {
+				c.netConn.SetReadDeadline(time.Now().Add(c.idleTimeout))
+			}
 		}
 		var cmd *Command
 		cmd, err = ReadFrame(c.reader, c.maxFrame)
@@ -240,6 +263,7 @@ func (c *Conn) closeWith(err error) {
 	c.mu.Unlock()
 
 	c.netConn.Close()
+	c.failOut(err)
 	for _, cl := range pending {
 		cl.finish(nil, fmt.Errorf("%w: %v", ErrConnClosed, err))
 	}
@@ -253,24 +277,27 @@ func (c *Conn) closeWith(err error) {
 	}
 }
 
-// Write sends cmd as one frame. Writes from many goroutines are serialised.
+// Write sends cmd as one frame. Frames from many goroutines are queued and
+// written together (see outQueue); a nil error means cmd was written or
+// queued behind a write in progress. A write that fails closes the
+// connection, which fails every pending call.
 func (c *Conn) Write(cmd *Command) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	c.wbuf = AppendFrame(c.wbuf[:0], cmd)
-	if len(c.wbuf) > c.maxFrame+4 {
-		return fmt.Errorf("%w: outgoing %d bytes", ErrFrameTooLarge, len(c.wbuf)-4)
+	if err := c.enqueue(cmd); err != nil {
+		return err
 	}
-	c.netConn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-	_, err := c.netConn.Write(c.wbuf)
-	if cap(c.wbuf) > 1<<20 {
-		c.wbuf = nil // do not pin a large buffer after one big message
+	return c.flush(true)
+}
+
+// frameBuffered reports whether a whole frame is already in the read
+// buffer, so the next ReadFrame will not touch the socket.
+func (c *Conn) frameBuffered() bool {
+	n := c.reader.Buffered()
+	if n < 4 {
+		return false
 	}
-	if err != nil {
-		go c.closeWith(err)
-		return fmt.Errorf("%w: %v", ErrConnClosed, err)
-	}
-	return nil
+	b, _ := c.reader.Peek(4) // cannot block: 4 bytes are buffered
+	l := int64(int32(binary.BigEndian.Uint32(b)))
+	return l >= 0 && l <= int64(n-4)
 }
 
 // Respond writes resp, the answer to a request that a handler deferred.

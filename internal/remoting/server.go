@@ -33,13 +33,19 @@ type ServerOptions struct {
 	// MaxInflight bounds the requests one connection may have in its
 	// handlers at once; the read loop waits when it is reached. 0 means 1024.
 	MaxInflight int
+	// MaxUnsentBytes caps the response bytes one connection may have
+	// queued but not yet written to the socket; while over it the
+	// connection's requests are not read. 0 means DefaultMaxUnsentBytes,
+	// negative means no cap.
+	MaxUnsentBytes int
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 }
 
 // Server accepts remoting connections and dispatches requests to handlers by
-// request code. Handlers run on their own goroutine per request; a handler
-// that returns nil may answer later with Conn.Respond (long polling does).
+// request code. Handlers run on their own goroutine per request, except
+// those registered with HandleInline; a handler that returns nil may answer
+// later with Conn.Respond (long polling does).
 type Server struct {
 	opts     ServerOptions
 	listener net.Listener
@@ -47,6 +53,7 @@ type Server struct {
 
 	mu       sync.RWMutex
 	handlers map[int32]Handler
+	inline   map[int32]bool
 	fallback Handler
 	onConn   []func(*Conn)
 	conns    map[*Conn]struct{}
@@ -68,6 +75,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.MaxInflight <= 0 {
 		opts.MaxInflight = 1024
 	}
+	if opts.MaxUnsentBytes == 0 {
+		opts.MaxUnsentBytes = DefaultMaxUnsentBytes
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -81,6 +91,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		listener: ln,
 		logger:   opts.Logger,
 		handlers: make(map[int32]Handler),
+		inline:   make(map[int32]bool),
 		conns:    make(map[*Conn]struct{}),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -94,6 +105,20 @@ func (s *Server) Addr() string { return s.listener.Addr().String() }
 func (s *Server) Handle(code int32, h Handler) {
 	s.mu.Lock()
 	s.handlers[code] = h
+	delete(s.inline, code)
+	s.mu.Unlock()
+}
+
+// HandleInline registers h for request code to run on the connection's read
+// goroutine instead of a goroutine of its own. The requests of one
+// connection are then handled in arrival order, without a goroutine start
+// and wake-up each, and the responses to all the frames one socket read
+// returned leave in one write. h must not block: while it runs, nothing else
+// is read from that connection. Register handlers before Serve.
+func (s *Server) HandleInline(code int32, h Handler) {
+	s.mu.Lock()
+	s.handlers[code] = h
+	s.inline[code] = true
 	s.mu.Unlock()
 }
 
@@ -152,15 +177,22 @@ func (s *Server) serveConn(nc net.Conn) {
 	sem := make(chan struct{}, s.opts.MaxInflight)
 	c := newConn(nc, connConfig{
 		maxFrame:     s.opts.MaxFrameSize,
+		maxUnsent:    max(s.opts.MaxUnsentBytes, 0),
 		writeTimeout: s.opts.WriteTimeout,
 		idleTimeout:  s.opts.IdleTimeout,
 		logger:       s.logger,
 		dispatch: func(c *Conn, req *Command) {
+			h, inline := s.handler(req.Code)
+			if inline {
+				// The read loop flushes once its buffered frames are done.
+				s.dispatch(c, req, h, c.enqueue)
+				return
+			}
 			sem <- struct{}{}
 			s.wg.Add(1)
 			go func() {
 				defer func() { <-sem; s.wg.Done() }()
-				s.dispatch(c, req)
+				s.dispatch(c, req, h, c.Write)
 			}()
 		},
 	})
@@ -190,15 +222,21 @@ func (s *Server) serveConn(nc net.Conn) {
 	}()
 }
 
-// dispatch runs the handler for req and writes its response. A panicking
-// handler costs that request a SYSTEM_ERROR, never the server.
-func (s *Server) dispatch(c *Conn, req *Command) {
+// handler returns the handler for code and whether it runs inline.
+func (s *Server) handler(code int32) (Handler, bool) {
 	s.mu.RLock()
-	h, ok := s.handlers[req.Code]
+	defer s.mu.RUnlock()
+	h, ok := s.handlers[code]
 	if !ok {
-		h = s.fallback
+		return s.fallback, false
 	}
-	s.mu.RUnlock()
+	return h, s.inline[code]
+}
+
+// dispatch runs h for req and passes its response to write (queue it, or
+// queue and flush). A panicking handler costs that request a SYSTEM_ERROR,
+// never the server.
+func (s *Server) dispatch(c *Conn, req *Command, h Handler, write func(*Command) error) {
 	var resp *Command
 	func() {
 		defer func() {
@@ -219,7 +257,7 @@ func (s *Server) dispatch(c *Conn, req *Command) {
 	resp.Opaque = req.Opaque
 	resp.Flag |= FlagResponse
 	resp.Serialize = req.Serialize
-	if err := c.Write(resp); err != nil {
+	if err := write(resp); err != nil {
 		s.logger.Debug("writing response failed", "code", req.Code, "peer", c.RemoteAddr(), "err", err)
 	}
 }

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// clientResult is what one client process reports on stdout, as JSON: the
+// same fields are read out of `zonemq bench --output json`.
+type clientResult struct {
+	Messages   int64   `json:"messages"`
+	Seconds    float64 `json:"seconds"`
+	MsgsPerSec float64 `json:"msgsPerSec"`
+	P99Ms      float64 `json:"p99Ms"`
+}
+
+const (
+	natsStream  = "BENCH"
+	natsSubject = "bench.msgs"
+)
+
+// runNatsClient is the JetStream side's client process: it publishes
+// (--inflight 1: synchronously; more: PublishAsync with that many acks
+// pending) or consumes the whole stream with an ordered consumer.
+func runNatsClient(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("nats-client", flag.ContinueOnError)
+	url := fs.String("url", "", "NATS server URL")
+	mode := fs.String("mode", "publish", "publish or consume")
+	inflight := fs.Int("inflight", 64, "publishes in flight (1: synchronous)")
+	size := fs.Int("size", 1024, "body bytes")
+	duration := fs.Duration("duration", 5*time.Second, "how long to publish")
+	idle := fs.Duration("idle", 3*time.Second, "consume: stop after this long without a message")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	nc, err := nats.Connect(*url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	// The publisher's own window bounds what is pending; the library's
+	// limit only has to stay out of its way (past it, PublishAsync stalls
+	// and then fails).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(*inflight, 1)+16))
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	var res clientResult
+	switch *mode {
+	case "publish":
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: natsStream, Subjects: []string{natsSubject}, Storage: jetstream.FileStorage,
+		}); err != nil {
+			return fmt.Errorf("creating the stream: %w", err)
+		}
+		body := make([]byte, *size)
+		for i := range body {
+			body[i] = byte(rand.Uint32())
+		}
+		if *inflight <= 1 {
+			res, err = natsPublishSync(ctx, js, body, *duration)
+		} else {
+			res, err = natsPublishAsync(js, body, *inflight, *duration)
+		}
+	case "consume":
+		res, err = natsConsume(ctx, js, *idle)
+	default:
+		err = fmt.Errorf("unknown --mode %q", *mode)
+	}
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(res)
+}
+
+func natsPublishSync(ctx context.Context, js jetstream.JetStream, body []byte, d time.Duration) (clientResult, error) {
+	var lat []time.Duration
+	start := time.Now()
+	for time.Since(start) < d {
+		t := time.Now()
+		if _, err := js.Publish(ctx, natsSubject, body); err != nil {
+			return clientResult{}, err
+		}
+		lat = append(lat, time.Since(t))
+	}
+	return summarize(lat, time.Since(start)), nil
+}
+
+// natsPublishAsync keeps inflight publishes pending; a collector waits for
+// the acks in publish order (JetStream acks in order) and frees the window.
+func natsPublishAsync(js jetstream.JetStream, body []byte, inflight int, d time.Duration) (clientResult, error) {
+	type pending struct {
+		f     jetstream.PubAckFuture
+		start time.Time
+	}
+	// The collector holds one more than the channel: inflight in all.
+	window := make(chan pending, max(inflight-1, 1))
+	var lat []time.Duration
+	collected := make(chan error, 1)
+	go func() {
+		for p := range window {
+			select {
+			case <-p.f.Ok():
+				lat = append(lat, time.Since(p.start))
+			case err := <-p.f.Err():
+				collected <- err
+				for range window {
+				}
+				return
+			}
+		}
+		collected <- nil
+	}()
+	start := time.Now()
+	var err error
+	for time.Since(start) < d {
+		t := time.Now()
+		var f jetstream.PubAckFuture
+		if f, err = js.PublishAsync(natsSubject, body); err != nil {
+			break
+		}
+		window <- pending{f: f, start: t}
+	}
+	close(window)
+	if cerr := <-collected; err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return clientResult{}, err
+	}
+	return summarize(lat, time.Since(start)), nil
+}
+
+func natsConsume(ctx context.Context, js jetstream.JetStream, idle time.Duration) (clientResult, error) {
+	stream, err := js.Stream(ctx, natsStream)
+	if err != nil {
+		return clientResult{}, err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return clientResult{}, err
+	}
+	want := int64(info.State.Msgs)
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return clientResult{}, err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return clientResult{}, err
+	}
+	defer it.Stop()
+	var n int64
+	var first, last time.Time
+	for n < want {
+		msg, err := it.Next(jetstream.NextMaxWait(idle))
+		if err != nil {
+			break
+		}
+		_ = msg.Data()
+		last = time.Now()
+		if n == 0 {
+			first = last
+		}
+		n++
+	}
+	res := clientResult{Messages: n}
+	if secs := last.Sub(first).Seconds(); secs > 0 {
+		res.Seconds = secs
+		res.MsgsPerSec = float64(n) / secs
+	}
+	return res, nil
+}
+
+func summarize(lat []time.Duration, took time.Duration) clientResult {
+	res := clientResult{Messages: int64(len(lat)), Seconds: took.Seconds()}
+	res.MsgsPerSec = float64(len(lat)) / took.Seconds()
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		res.P99Ms = float64(lat[(len(lat)*99)/100]) / 1e6
+	}
+	return res
+}

@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+func TestBrokerPipelinedSendsStoredInArrivalOrder(t *testing.T) {
+	// Sends are handled inline with flush async: requests pipelined on one
+	// connection are stored in the order they were sent.
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
+	s := startBroker(t, opts)
+	testutil.True(t, s.sendsInline(), "flush async sends inline")
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), "InlineOrder", 1)
+	conn, err := c.Conn(t.Context(), s.Addr())
+	testutil.NoError(t, err)
+
+	const n = 200
+	errs := make(chan error, n)
+	for i := range n {
+		h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "InlineOrder", QueueID: 0, BornTimestamp: time.Now().UnixMilli()}
+		req := remoting.NewRequest(int32(protocol.SendMessage), h.Ext(), []byte(fmt.Sprintf("m-%d", i)))
+		conn.InvokeAsync(req, 10*time.Second, func(resp *remoting.Command, err error) {
+			if err == nil && resp.Code != int32(protocol.Success) {
+				err = fmt.Errorf("send: %s (%s)", protocol.ResponseCode(resp.Code), resp.Remark)
+			}
+			errs <- err
+		})
+	}
+	for range n {
+		testutil.NoError(t, <-errs)
+	}
+	resp := pullRaw(t, c, s.Addr(), "g", "InlineOrder", 0, 0, "*", n)
+	expectCode(t, resp, protocol.Success, "pull")
+	msgs := decodeAll(t, resp.Body)
+	testutil.Equal(t, len(msgs), n, "pulled")
+	for i, m := range msgs {
+		testutil.Equal(t, string(m.Body), fmt.Sprintf("m-%d", i), "message at offset", i)
+	}
+}
+
+func TestBrokerWaitingSendsNotInline(t *testing.T) {
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
+	opts.Flush = store.FlushSync
+	s, err := New(opts)
+	testutil.NoError(t, err)
+	defer s.Shutdown()
+	testutil.True(t, !s.sendsInline(), "a send that waits for fsync must not block its connection's reads")
+
+	opts = testBrokerOptions(t, "127.0.1.1", "idc1", "broker-b")
+	opts.Replication = ReplicationSync
+	s2, err := New(opts)
+	testutil.NoError(t, err)
+	defer s2.Shutdown()
+	testutil.True(t, !s2.sendsInline(), "a send that waits for the replicas must not block its connection's reads")
+}
+
+// serverConn opens a connection to s and returns the broker's side of it.
+func serverConn(t *testing.T, s *Server, c *remoting.Client) *remoting.Conn {
+	t.Helper()
+	_, err := c.Conn(t.Context(), s.Addr())
+	testutil.NoError(t, err)
+	var sc *remoting.Conn
+	testutil.Eventually(t, 5*time.Second, func() error {
+		for _, conn := range s.remoting.Conns() {
+			sc = conn
+			return nil
+		}
+		return fmt.Errorf("no connection yet")
+	})
+	return sc
+}
+
+// Allocation budgets of the hot paths, per message. Counts are
+// deterministic (times are not), so a change that adds allocations fails
+// here and must say why in the budget.
+const (
+	sendAllocBudget = 13 // handleSendMessage of one 1 KiB message (SEND_MESSAGE 12, SEND_MESSAGE_V2 13)
+	pullAllocBudget = 18 // handlePullMessage of 32 messages
+)
+
+func TestBrokerSendAllocationBudget(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("allocation counts (the race detector allocates on its own)")
+	}
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a"))
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), benchTopic, benchQueues)
+	sc := serverConn(t, s, c)
+	body := make([]byte, benchBodySize)
+	req := remoting.NewRequest(int32(protocol.SendMessage), benchSendExt(1, 1), body)
+	req.Opaque = 7
+	ctx := context.Background()
+	// SEND_MESSAGE_V2 (short keys a–n), as rocketmq-client-go sends.
+	var long protocol.SendMessageRequestHeader
+	testutil.NoError(t, long.SetExt(req.ExtFields))
+	reqV2 := remoting.NewRequest(int32(protocol.SendMessageV2), (&protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: long}).Ext(), body)
+	for _, r := range []*remoting.Command{req, reqV2} {
+		allocs := testing.AllocsPerRun(200, func() {
+			if resp := s.handleSendMessage(ctx, sc, r); resp.Code != int32(protocol.Success) {
+				t.Fatalf("send: %s", resp.Remark)
+			}
+		})
+		t.Logf("handleSendMessage %s: %.1f allocations per message", protocol.RequestCode(r.Code), allocs)
+		testutil.True(t, allocs <= sendAllocBudget, fmt.Sprintf("%s: %.1f allocations per send, budget %d", protocol.RequestCode(r.Code), allocs, sendAllocBudget))
+	}
+}
+
+func TestBrokerPullAllocationBudget(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("allocation counts (the race detector allocates on its own)")
+	}
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a"))
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), benchTopic, 1)
+	body := make([]byte, benchBodySize)
+	for range benchPullBatch {
+		expectCode(t, sendRaw(t, c, s.Addr(), benchTopic, 0, map[string]string{protocol.PropertyTags: "TagA"}, body), protocol.Success, "send")
+	}
+	sc := serverConn(t, s, c)
+	h := protocol.PullMessageRequestHeader{
+		ConsumerGroup: "bench_cg", Topic: benchTopic, QueueID: 0, QueueOffset: 0, MaxMsgNums: benchPullBatch,
+		SysFlag: protocol.PullFlagSubscription, Subscription: "TagA", ExpressionType: protocol.ExpressionTypeTag,
+	}
+	req := remoting.NewRequest(int32(protocol.PullMessage), h.Ext(), nil)
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(100, func() {
+		resp := s.handlePullMessage(ctx, sc, req)
+		if resp == nil || resp.Code != int32(protocol.Success) || len(resp.Body) < benchPullBatch*benchBodySize {
+			t.Fatalf("pull did not return %d messages", benchPullBatch)
+		}
+	})
+	t.Logf("handlePullMessage: %.1f allocations per pull of %d", allocs, benchPullBatch)
+	testutil.True(t, allocs <= pullAllocBudget, fmt.Sprintf("%.1f allocations per pull, budget %d", allocs, pullAllocBudget))
+}
