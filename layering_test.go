@@ -5,7 +5,8 @@ package zonemq_test
 //   - every zonemq package imports only the zonemq packages its row allows
 //     (direct imports; store reaching remoting through protocol is fine);
 //   - no production package imports anything outside the standard library
-//     and this module (rocketmq-client-go is a test-only peer, docs/deps.md);
+//     and this module (rocketmq-client-go is a test-only peer, docs/deps.md),
+//     except the modules allowedThirdParty names for its package;
 //   - nothing but tests imports internal/testutil;
 //   - the public client package shows no internal type in its exported API.
 //
@@ -53,8 +54,9 @@ var allowedImports = map[string][]string{
 	"client":              {"internal/remoting", "internal/protocol", "internal/idc", "internal/filter"},
 	"internal/devcluster": append(slices.Clone(servers), "internal/store", "client"),
 	"cmd/zonemq": append(slices.Clone(servers), "internal/devcluster", "client", "internal/protocol",
-		// Not in §5 yet: the disaster drill (see internal/drill below).
-		"internal/drill"),
+		// Not in §5 yet: the disaster drill and the controller (see
+		// their rows below).
+		"internal/drill", "internal/controller"),
 	"internal/testutil": {},
 	// Not in §5 yet: the SQL92 property-filter compiler. A leaf: the broker
 	// evaluates filters on pull, the SDK checks them at Subscribe.
@@ -64,6 +66,18 @@ var allowedImports = map[string][]string{
 	// application's rules: the public client, never servers, store or the
 	// transport.
 	"internal/drill": {"client", "internal/protocol", "internal/idc"},
+	// Not in ARCHITECTURE.md §5 yet: the failover controller (issue 10)
+	// speaks the remoting protocol and knows nothing of servers or store.
+	"internal/controller": {"internal/remoting", "internal/protocol"},
+}
+
+// allowedThirdParty names the modules outside the standard library that a
+// package's non-test code may import, each with its reason in docs/deps.md.
+var allowedThirdParty = map[string][]string{
+	// Raft, its log and stable store (issue 10 mandates them), and the
+	// logger interface Raft takes.
+	"internal/controller": {"github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb/v2",
+		"github.com/hashicorp/go-hclog"},
 }
 
 // goPackage is the part of `go list -json` output the checks read.
@@ -149,7 +163,11 @@ func TestLayeringImportTable(t *testing.T) {
 				}
 				continue
 			}
-			if dep, ok := byPath[imp]; !ok || !dep.Standard {
+			dep, ok := byPath[imp]
+			if ok && dep.Module != nil && slices.Contains(allowedThirdParty[r], dep.Module.Path) {
+				continue
+			}
+			if !ok || !dep.Standard {
 				t.Errorf("%s imports %s, which is neither the standard library nor zonemq (see docs/deps.md)", r, imp)
 			}
 		}

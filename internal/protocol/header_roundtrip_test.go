@@ -67,6 +67,12 @@ var headerTypes = []protocol.Header{
 	&protocol.ReplicaFetchResponseHeader{},
 	&protocol.ReplicaSwitchRequestHeader{},
 	&protocol.ReplicaPromoteRequestHeader{},
+	// controller.go
+	&protocol.ControllerHeartbeatRequestHeader{},
+	&protocol.ControllerHeartbeatResponseHeader{},
+	&protocol.ControllerNotLeaderHeader{},
+	&protocol.ControllerElectRequestHeader{},
+	&protocol.ControllerElectResponseHeader{},
 }
 
 // fillVariant says how fillHeader sets numbers and booleans; strings are

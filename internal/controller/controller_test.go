@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// A 3-voter cluster elects one leader; followers send callers to it.
+func TestControllerElectsLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	for _, v := range c.voters {
+		if v == leader {
+			continue
+		}
+		// The leader records its request address through Raft just
+		// after taking over; followers learn it from the log.
+		testutil.Eventually(t, testDeadline, func() error {
+			st := c.status(v.srv.Addr())
+			if st.Leader != leader.opts.NodeID || st.LeaderAddr != leader.srv.Addr() {
+				return fmt.Errorf("follower %s sees leader %q at %q", v.opts.NodeID, st.Leader, st.LeaderAddr)
+			}
+			return nil
+		})
+		resp := c.invoke(v.srv.Addr(), protocol.ControllerBrokerHeartbeat,
+			(&testBroker{id: 0, role: protocol.RoleMaster, epoch: 1}).header())
+		testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.ServiceNotAvailable, "follower heartbeat")
+		var nl protocol.ControllerNotLeaderHeader
+		testutil.NoError(t, nl.SetExt(resp.ExtFields))
+		testutil.Equal(t, nl.LeaderAddr, leader.srv.Addr(), "follower points at the leader")
+	}
+	st := c.status(leader.srv.Addr())
+	testutil.Equal(t, len(st.Voters), 3, "voters")
+	testutil.True(t, st.IsLeader && st.Term > 0, "leader status")
+}
+
+// Bad reports are refused with INVALID_PARAMETER, never a crash.
+func TestControllerHeartbeatBadInput(t *testing.T) {
+	c := startCluster(t, 1)
+	leader := c.leader()
+	bad := []func(h *protocol.ControllerHeartbeatRequestHeader){
+		func(h *protocol.ControllerHeartbeatRequestHeader) { h.Cluster = "" },
+		func(h *protocol.ControllerHeartbeatRequestHeader) { h.BrokerID = -1 },
+		func(h *protocol.ControllerHeartbeatRequestHeader) { h.Role = "boss" },
+		func(h *protocol.ControllerHeartbeatRequestHeader) { h.InSyncIDs = "1,x" },
+		func(h *protocol.ControllerHeartbeatRequestHeader) { h.Role, h.InSyncIDs = protocol.RoleReplica, "1" },
+	}
+	for i, mutate := range bad {
+		h := (&testBroker{id: 0, role: protocol.RoleMaster, epoch: 1}).header()
+		mutate(h)
+		resp := c.invoke(leader.srv.Addr(), protocol.ControllerBrokerHeartbeat, h)
+		testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.InvalidParameter, "bad report", i)
+	}
+	resp := c.invoke(leader.srv.Addr(), protocol.ControllerElect, &protocol.ControllerElectRequestHeader{
+		Cluster: "zc", BrokerName: "nope", To: -1})
+	testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.InvalidParameter, "elect in an unknown group")
+}
+
+// When the master falls silent, the live in-sync replica with the highest
+// log end becomes master at epoch+1; a faster replica outside the set does
+// not. The new master's first lease waits for the old one's to end.
+func TestControllerLeaseLapseElectsInSyncReplica(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, []int64{2})
+	// Replica 1 is ahead of 2 but out of the in-sync set: only 2 may win.
+	r1, r2 := brokers[1], brokers[2]
+	testutil.Eventually(t, testDeadline, func() error {
+		for _, b := range []*testBroker{r1, r2} {
+			out, err := c.heartbeat(leader.srv.Addr(), b)
+			if err != nil {
+				return err
+			}
+			if out.Epoch == 2 {
+				testutil.Equal(t, out.MasterID, int64(2), "elected")
+				return nil
+			}
+		}
+		return errors.New("no election yet")
+	})
+	g := groupStatus(c.status(leader.srv.Addr()))
+	testutil.Equal(t, g.MasterID, int64(2), "status master")
+	testutil.Equal(t, g.Epoch, int64(2), "status epoch")
+	testutil.True(t, slices.Equal(g.InSync, []int64{2}), "in-sync set is the new master", g.InSync)
+
+	// The new master, promoted, reports at epoch 2 and gets a lease.
+	r2.role, r2.epoch = protocol.RoleMaster, 2
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(leader.srv.Addr(), r2)
+		if err != nil {
+			return err
+		}
+		if out.LeaseMillis != testLeaseTimeout.Milliseconds() {
+			return fmt.Errorf("lease %d ms", out.LeaseMillis)
+		}
+		return nil
+	})
+	// The old master, back at epoch 1, learns it is not master: no lease.
+	out, err := c.heartbeat(leader.srv.Addr(), brokers[0])
+	testutil.NoError(t, err)
+	testutil.Equal(t, out.MasterID, int64(2), "old master told the new one")
+	testutil.Equal(t, out.LeaseMillis, int64(0), "old master gets no lease")
+}
+
+// A replica outside the in-sync set is never elected on its own, nor by an
+// operator without force; a forced election takes it and says what may be
+// lost.
+func TestControllerNonInSyncNeedsForce(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, nil) // in-sync set {0}
+	r1 := brokers[1]
+	key := groupKey{Cluster: "zc", Name: "g1"}
+	// Keep replica 1 alive until the leader has found the lapsed lease
+	// and no one to elect.
+	testutil.Eventually(t, testDeadline, func() error {
+		if _, err := c.heartbeat(leader.srv.Addr(), r1); err != nil {
+			return err
+		}
+		leader.srv.live.mu.Lock()
+		defer leader.srv.live.mu.Unlock()
+		if gl := leader.srv.live.groups[key]; gl == nil || gl.blocked == "" {
+			return errors.New("the lease check has not given up yet")
+		}
+		return nil
+	})
+	g := groupStatus(c.status(leader.srv.Addr()))
+	testutil.Equal(t, g.MasterID, int64(0), "no election without an in-sync replica")
+	testutil.Equal(t, g.Epoch, int64(1), "epoch unchanged")
+
+	elect := func(to int64, force bool) (*protocol.ControllerElectResponseHeader, protocol.ResponseCode) {
+		_, err := c.heartbeat(leader.srv.Addr(), r1)
+		testutil.NoError(t, err)
+		resp := c.invoke(leader.srv.Addr(), protocol.ControllerElect,
+			&protocol.ControllerElectRequestHeader{Cluster: "zc", BrokerName: "g1", To: to, Force: force})
+		var out protocol.ControllerElectResponseHeader
+		if protocol.ResponseCode(resp.Code) == protocol.Success {
+			testutil.NoError(t, out.SetExt(resp.ExtFields))
+		}
+		return &out, protocol.ResponseCode(resp.Code)
+	}
+	_, code := elect(1, false)
+	testutil.Equal(t, code, protocol.IllegalOperation, "switch to a non-in-sync replica")
+	_, code = elect(-1, false)
+	testutil.Equal(t, code, protocol.IllegalOperation, "election without an in-sync candidate")
+	_, code = elect(2, true)
+	testutil.Equal(t, code, protocol.IllegalOperation, "forced switch to a silent replica")
+	out, code := elect(-1, true)
+	testutil.Equal(t, code, protocol.Success, "forced election")
+	testutil.Equal(t, out.MasterID, int64(1), "forced master")
+	testutil.Equal(t, out.Epoch, int64(2), "forced epoch")
+	testutil.Equal(t, out.MayLoseBytes, brokers[0].logEnd-r1.logEnd, "what may be lost")
+}
+
+// Losing the leader keeps the state; the next leader serves it and still
+// elects.
+func TestControllerLeaderLossKeepsState(t *testing.T) {
+	c := startCluster(t, 3)
+	old := c.leader()
+	brokers := c.establishGroup(old, []int64{1, 2})
+	old.stop()
+	var rest []*testVoter
+	for _, v := range c.voters {
+		if v != old {
+			rest = append(rest, v)
+		}
+	}
+	leader := c.leader(rest...)
+	out, err := c.heartbeat(leader.srv.Addr(), brokers[1])
+	testutil.NoError(t, err)
+	testutil.Equal(t, out.MasterID, int64(0), "master kept")
+	testutil.Equal(t, out.Epoch, int64(1), "epoch kept")
+	// The master is gone too: the new leader elects after its own lease
+	// timeout.
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(leader.srv.Addr(), brokers[1])
+		if err != nil {
+			return err
+		}
+		if out.Epoch != 2 {
+			return errors.New("no election yet")
+		}
+		testutil.Equal(t, out.MasterID, int64(1), "in-sync replica with the highest log end")
+		return nil
+	})
+}
+
+// All voters restarted recover the groups from their Raft logs.
+func TestControllerRestartAllRecovers(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	c.establishGroup(leader, []int64{1})
+	want := groupStatus(c.status(leader.srv.Addr()))
+	var restarted []*testVoter
+	for _, v := range c.voters {
+		v.stop()
+	}
+	for _, v := range c.voters[:3] {
+		opts := v.opts
+		opts.Bootstrap = false
+		restarted = append(restarted, c.startVoter(opts))
+	}
+	leader = c.leader(restarted...)
+	testutil.Eventually(t, testDeadline, func() error {
+		got := groupStatus(c.status(leader.srv.Addr()))
+		if got == nil {
+			return errors.New("no group after restart")
+		}
+		if got.MasterID != want.MasterID || got.Epoch != want.Epoch || !slices.Equal(got.InSync, want.InSync) ||
+			len(got.Members) != len(want.Members) {
+			return fmt.Errorf("after restart %+v, before %+v", got, want)
+		}
+		return nil
+	})
+}
+
+// One voter of three refuses heartbeats and elections: no majority.
+func TestControllerMinorityRefusesElections(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, []int64{1, 2})
+	survivor := c.voters[0]
+	for _, v := range c.voters[1:] {
+		v.stop()
+	}
+	testutil.Eventually(t, testDeadline, func() error {
+		if survivor.srv.raft.State().String() == "Leader" {
+			return errors.New("the survivor still believes it leads")
+		}
+		return nil
+	})
+	resp := c.invoke(survivor.srv.Addr(), protocol.ControllerElect,
+		&protocol.ControllerElectRequestHeader{Cluster: "zc", BrokerName: "g1", To: 1})
+	testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.ServiceNotAvailable, "elect on a minority")
+	_, err := c.heartbeat(survivor.srv.Addr(), brokers[1])
+	testutil.True(t, err != nil, "heartbeat on a minority is refused")
+	g := groupStatus(c.status(survivor.srv.Addr()))
+	testutil.Equal(t, g.MasterID, int64(0), "master unchanged")
+	testutil.Equal(t, g.Epoch, int64(1), "epoch unchanged")
+}

@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Elections: the leader's lease check (automatic, in-sync set only) and
+// the operator's switch or forced election. Every election is one Raft
+// commit; without a majority it fails and nothing changes.
+
+// checkLeases elects a new master for every group whose master has been
+// silent longer than the lease timeout.
+func (s *Server) checkLeases() {
+	now := s.now()
+	timeout := s.opts.MasterLeaseTimeout
+	for _, g := range s.fsm.allGroups() {
+		if g.MasterID < 0 {
+			continue
+		}
+		if now.Sub(s.live.masterSilentSince(g.Key, g.MasterID)) <= timeout ||
+			s.live.leaseActive(g.Key, g.Epoch, now) {
+			continue
+		}
+		pick, _, err := s.pickMaster(g, now, false)
+		if err != nil {
+			if s.live.block(g.Key, err.Error()) {
+				s.logger.Warn("master lease lapsed but no one can be elected", "group", g.Key.String(),
+					"master", g.MasterID, "epoch", g.Epoch, "why", err)
+			}
+			continue
+		}
+		if err := s.elect(g, pick, "lease lapsed", false); err != nil {
+			s.logger.Warn("election failed", "group", g.Key.String(), "candidate", pick, "err", err)
+		}
+	}
+}
+
+// errNoCandidate says no member qualifies for master.
+var errNoCandidate = errors.New("no candidate")
+
+// pickMaster chooses a new master for g other than its current one: the
+// live member with the highest log end (lowest id on a tie), from the
+// in-sync set unless force. It also returns the highest log end the leader
+// knows of in the group (what a forced pick may fall short of).
+func (s *Server) pickMaster(g *group, now time.Time, force bool) (int64, int64, error) {
+	best, bestEnd, known := int64(-1), int64(-1), int64(0)
+	for id, m := range g.Members {
+		alive, logEnd, _ := s.live.alive(g.Key, id, now, s.opts.MasterLeaseTimeout)
+		known = max(known, m.LogEnd, logEnd)
+		if id == g.MasterID || !alive || (!force && !g.inSync(id)) {
+			continue
+		}
+		if logEnd > bestEnd || (logEnd == bestEnd && id < best) {
+			best, bestEnd = id, logEnd
+		}
+	}
+	if best < 0 {
+		what := "in-sync replica"
+		if force {
+			what = "member"
+		}
+		return -1, known, fmt.Errorf("%w: no live %s other than master %d (in-sync set %v)",
+			errNoCandidate, what, g.MasterID, g.InSync)
+	}
+	return best, known, nil
+}
+
+// elect commits id as g's master at g.Epoch+1.
+func (s *Server) elect(g *group, id int64, reason string, force bool) error {
+	if err := s.apply(command{Type: cmdElect, Key: g.Key, ID: id, FromEpoch: g.Epoch}); err != nil {
+		return err
+	}
+	s.live.elected(g.Key, s.now())
+	s.logger.Warn("new master elected", "group", g.Key.String(), "master", id, "epoch", g.Epoch+1,
+		"previous", g.MasterID, "reason", reason, "forced", force)
+	return nil
+}

@@ -1,0 +1,283 @@
+package controller
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// The replicated state: what every voter agrees on, changed only by
+// commands committed through Raft. Liveness (last seen, leases) is not
+// here: it is the leader's memory (liveness.go), rebuilt by a new leader.
+
+// groupKey names a broker group: cluster and broker name.
+type groupKey struct {
+	Cluster string `json:"cluster"`
+	Name    string `json:"name"`
+}
+
+func (k groupKey) String() string { return k.Cluster + "/" + k.Name }
+
+// member is a broker of a group as last committed.
+type member struct {
+	Addr   string `json:"addr"`
+	IDC    string `json:"idc"`
+	LogEnd int64  `json:"logEnd"`
+}
+
+// group is one broker group's replicated state.
+type group struct {
+	Key groupKey `json:"key"`
+	// MasterID is the master's configured broker id, -1 while there is
+	// none.
+	MasterID   int64  `json:"masterId"`
+	MasterAddr string `json:"masterAddr"`
+	// Epoch only grows: every election adds one.
+	Epoch int64 `json:"epoch"`
+	// LeasedEpoch is the last epoch whose master was granted a lease: a
+	// leader may renew it at once, but a master elected at a later epoch
+	// gets its first lease only once the previous master's lapsed.
+	LeasedEpoch int64 `json:"leasedEpoch"`
+	// InSync is the in-sync set, master included, sorted.
+	InSync  []int64           `json:"inSync"`
+	Members map[int64]*member `json:"members"`
+}
+
+func (g *group) clone() *group {
+	c := *g
+	c.InSync = slices.Clone(g.InSync)
+	c.Members = make(map[int64]*member, len(g.Members))
+	for id, m := range g.Members {
+		mc := *m
+		c.Members[id] = &mc
+	}
+	return &c
+}
+
+func (g *group) inSync(id int64) bool { return slices.Contains(g.InSync, id) }
+
+// fsmState is everything the FSM holds, as snapshots store it.
+type fsmState struct {
+	Groups []*group `json:"groups"`
+	// APIAddrs maps a voter's Raft id to its request address; a voter
+	// records its own when it becomes leader, so followers can point
+	// callers at it.
+	APIAddrs map[string]string `json:"apiAddrs"`
+}
+
+// Command types.
+const (
+	cmdReport  = "report"
+	cmdElect   = "elect"
+	cmdLease   = "lease"
+	cmdAPIAddr = "apiAddr"
+)
+
+// command is one Raft log entry, JSON-encoded.
+type command struct {
+	Type string   `json:"type"`
+	Key  groupKey `json:"key"`
+
+	// report: a member's address, IDC and log end; AdoptMaster makes it
+	// master of a group without one at Epoch; InSync (when non-nil) is the
+	// current master's in-sync set at Epoch when SetInSync.
+	ID          int64   `json:"id"`
+	Addr        string  `json:"addr,omitempty"`
+	IDC         string  `json:"idc,omitempty"`
+	LogEnd      int64   `json:"logEnd,omitempty"`
+	AdoptMaster bool    `json:"adoptMaster,omitempty"`
+	Epoch       int64   `json:"epoch"`
+	InSync      []int64 `json:"inSync,omitempty"`
+	SetInSync   bool    `json:"setInSync,omitempty"`
+
+	// elect: ID becomes master at FromEpoch+1; refused when the group
+	// moved on since the leader decided.
+	FromEpoch int64 `json:"fromEpoch,omitempty"`
+
+	// apiAddr: voter NodeID serves requests at Addr.
+	NodeID string `json:"nodeId,omitempty"`
+}
+
+// errStale is an elect or lease command that lost a race with another
+// change of the group.
+var errStale = errors.New("the group changed since the decision")
+
+// fsm implements raft.FSM over fsmState.
+type fsm struct {
+	mu       sync.RWMutex
+	groups   map[groupKey]*group
+	apiAddrs map[string]string
+}
+
+func newFSM() *fsm {
+	return &fsm{groups: map[groupKey]*group{}, apiAddrs: map[string]string{}}
+}
+
+// Apply implements raft.FSM. It returns nil or an error (the answer of
+// raft.ApplyFuture.Response).
+func (f *fsm) Apply(entry *raft.Log) any {
+	var c command
+	if err := json.Unmarshal(entry.Data, &c); err != nil {
+		// A committed entry we cannot read is a bug or a newer version:
+		// skip it rather than wedge every voter.
+		return fmt.Errorf("controller: undecodable log entry %d: %w", entry.Index, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch c.Type {
+	case cmdReport:
+		return f.applyReportLocked(&c)
+	case cmdElect:
+		return f.applyElectLocked(&c)
+	case cmdLease:
+		g := f.groups[c.Key]
+		if g == nil || g.Epoch != c.Epoch || g.MasterID != c.ID {
+			return errStale
+		}
+		g.LeasedEpoch = c.Epoch
+		return nil
+	case cmdAPIAddr:
+		f.apiAddrs[c.NodeID] = c.Addr
+		return nil
+	}
+	return fmt.Errorf("controller: unknown command %q in log entry %d", c.Type, entry.Index)
+}
+
+// applyReportLocked records a member and, as the command says, adopts a
+// master or sets the in-sync set. Caller holds f.mu.
+func (f *fsm) applyReportLocked(c *command) error {
+	g := f.groups[c.Key]
+	if g == nil {
+		g = &group{Key: c.Key, MasterID: -1, Members: map[int64]*member{}}
+		f.groups[c.Key] = g
+	}
+	g.Members[c.ID] = &member{Addr: c.Addr, IDC: c.IDC, LogEnd: c.LogEnd}
+	if c.AdoptMaster {
+		if g.MasterID >= 0 || c.Epoch < g.Epoch {
+			return errStale
+		}
+		// A group the controller has not decided for yet: the broker
+		// that says it is master is, at its own epoch, and is leased
+		// (there was no master before it to fence).
+		g.MasterID, g.MasterAddr, g.Epoch, g.LeasedEpoch = c.ID, c.Addr, c.Epoch, c.Epoch
+		g.InSync = []int64{c.ID}
+	}
+	if c.ID == g.MasterID {
+		g.MasterAddr = c.Addr
+	}
+	if c.SetInSync {
+		if c.ID != g.MasterID || c.Epoch != g.Epoch {
+			return errStale
+		}
+		set := append(slices.Clone(c.InSync), c.ID)
+		slices.Sort(set)
+		g.InSync = slices.Compact(set)
+	}
+	return nil
+}
+
+// applyElectLocked makes c.ID master at c.FromEpoch+1. Caller holds f.mu.
+func (f *fsm) applyElectLocked(c *command) error {
+	g := f.groups[c.Key]
+	if g == nil || g.Epoch != c.FromEpoch {
+		return errStale
+	}
+	m := g.Members[c.ID]
+	if m == nil {
+		return fmt.Errorf("broker %d is not a member of %s", c.ID, c.Key)
+	}
+	g.MasterID, g.MasterAddr = c.ID, m.Addr
+	g.Epoch = c.FromEpoch + 1
+	// Only the new master is known to hold everything it will serve; the
+	// others rejoin the set when it reports them in sync.
+	g.InSync = []int64{c.ID}
+	return nil
+}
+
+// group returns a copy of the group's state, or nil.
+func (f *fsm) group(k groupKey) *group {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if g := f.groups[k]; g != nil {
+		return g.clone()
+	}
+	return nil
+}
+
+// allGroups returns copies of every group, sorted by key.
+func (f *fsm) allGroups() []*group {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]*group, 0, len(f.groups))
+	for _, g := range f.groups {
+		out = append(out, g.clone())
+	}
+	slices.SortFunc(out, func(a, b *group) int {
+		return cmp.Or(cmp.Compare(a.Key.Cluster, b.Key.Cluster), cmp.Compare(a.Key.Name, b.Key.Name))
+	})
+	return out
+}
+
+// apiAddr is the request address voter id recorded, if any.
+func (f *fsm) apiAddr(id string) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.apiAddrs[id]
+}
+
+// Snapshot implements raft.FSM: a deep copy taken under the lock, written
+// out by Persist without it.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	st := fsmState{APIAddrs: maps.Clone(f.apiAddrs)}
+	for _, g := range f.groups {
+		st.Groups = append(st.Groups, g.clone())
+	}
+	return &snapshot{state: st}, nil
+}
+
+// Restore implements raft.FSM: replace everything with the snapshot's.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var st fsmState
+	if err := json.NewDecoder(rc).Decode(&st); err != nil {
+		return fmt.Errorf("controller: reading snapshot: %w", err)
+	}
+	groups := make(map[groupKey]*group, len(st.Groups))
+	for _, g := range st.Groups {
+		if g.Members == nil {
+			g.Members = map[int64]*member{}
+		}
+		groups[g.Key] = g
+	}
+	if st.APIAddrs == nil {
+		st.APIAddrs = map[string]string{}
+	}
+	f.mu.Lock()
+	f.groups, f.apiAddrs = groups, st.APIAddrs
+	f.mu.Unlock()
+	return nil
+}
+
+// snapshot is a point-in-time copy of the FSM.
+type snapshot struct{ state fsmState }
+
+// Persist implements raft.FSMSnapshot.
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(&s.state); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("controller: writing snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *snapshot) Release() {}
