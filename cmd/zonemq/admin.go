@@ -39,6 +39,8 @@ var adminCommands = []adminCommand{
 	{"cluster", "list the brokers by IDC: name, address, alive, last heartbeat", runAdminCluster},
 	{"broker status", "every broker's role, epoch, log end and replicas (in sync, behind)", runAdminBrokerStatus},
 	{"broker switch", "make a replica its group's master (planned switchover, or --force)", runAdminBrokerSwitch},
+	{"controller status", "show the failover controller: voters, leader, term, each group's master/epoch/in-sync set", runAdminControllerStatus},
+	{"controller elect", "ask the failover controller for a new master of a group (--to ID, or --force)", runAdminControllerElect},
 	{"group", "show a consumer group's offsets, lag and owner per queue", runAdminGroup},
 	{"clients", "list the live producers and consumers of every IDC", runAdminClients},
 	{"kv get", "read one key of the name servers' KV config", runAdminKVGet},
@@ -86,7 +88,7 @@ func adminUsage(w io.Writer) {
 	fmt.Fprintln(w, "--idc NAME and --output text|json.")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range adminCommands {
-		fmt.Fprintf(w, "  %-13s %s\n", c.path, c.summary)
+		fmt.Fprintf(w, "  %-17s %s\n", c.path, c.summary)
 	}
 }
 

@@ -237,6 +237,7 @@ func (s *Server) Status() protocol.ControllerStatus {
 	st := protocol.ControllerStatus{
 		NodeID: s.opts.NodeID, Leader: string(leaderID), LeaderAddr: s.fsm.apiAddr(string(leaderID)),
 		IsLeader: s.IsLeader(), Term: term, Commit: commit, Applied: s.raft.AppliedIndex(),
+		Voters: []protocol.ControllerVoter{}, Groups: []protocol.ControllerGroup{},
 	}
 	if f := s.raft.GetConfiguration(); f.Error() == nil {
 		for _, sv := range f.Configuration().Servers {
