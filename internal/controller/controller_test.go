@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -196,6 +197,9 @@ func TestControllerRestartAllRecovers(t *testing.T) {
 	leader := c.leader()
 	c.establishGroup(leader, []int64{1})
 	want := groupStatus(c.status(leader.srv.Addr()))
+	// One voter restores from a snapshot plus the log after it, the
+	// others from the log alone.
+	testutil.NoError(t, c.voters[0].srv.raft.Snapshot().Error(), "snapshot")
 	var restarted []*testVoter
 	for _, v := range c.voters {
 		v.stop()
@@ -242,4 +246,37 @@ func TestControllerMinorityRefusesElections(t *testing.T) {
 	g := groupStatus(c.status(survivor.srv.Addr()))
 	testutil.Equal(t, g.MasterID, int64(0), "master unchanged")
 	testutil.Equal(t, g.Epoch, int64(1), "epoch unchanged")
+}
+
+// The Client finds the leader from a follower's answer and keeps using it.
+func TestControllerClientFollowsLeader(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	var follower *testVoter
+	for _, v := range c.voters {
+		if v != leader {
+			follower = v
+		}
+	}
+	// Wait until the follower knows the leader's request address.
+	testutil.Eventually(t, testDeadline, func() error {
+		if c.status(follower.srv.Addr()).LeaderAddr != leader.srv.Addr() {
+			return errors.New("follower does not know the leader's address yet")
+		}
+		return nil
+	})
+	cl := NewClient([]string{follower.srv.Addr()})
+	t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	out, err := cl.Heartbeat(ctx, (&testBroker{id: 0, role: protocol.RoleMaster, epoch: 1, logEnd: 7}).header())
+	testutil.NoError(t, err)
+	testutil.Equal(t, out.MasterID, int64(0), "adopted through the redirect")
+	testutil.True(t, out.LeaseMillis > 0, "leased")
+	_, _, err = cl.Elect(ctx, &protocol.ControllerElectRequestHeader{Cluster: "zc", BrokerName: "g1", To: 5})
+	var perr *protocol.Error
+	testutil.True(t, errors.As(err, &perr) && perr.Code == protocol.IllegalOperation, "switch to an unknown broker", err)
+	st, err := cl.Status(ctx, follower.srv.Addr())
+	testutil.NoError(t, err)
+	testutil.Equal(t, st.Leader, leader.opts.NodeID, "status through the client")
 }
