@@ -13,27 +13,36 @@ import (
 // checkLeases elects a new master for every group whose master has been
 // silent longer than the lease timeout.
 func (s *Server) checkLeases() {
-	now := s.now()
-	timeout := s.opts.MasterLeaseTimeout
 	for _, g := range s.fsm.allGroups() {
-		if g.MasterID < 0 {
-			continue
+		if g.MasterID >= 0 {
+			s.checkLease(g.Key)
 		}
-		if now.Sub(s.live.masterSilentSince(g.Key, g.MasterID)) <= timeout ||
-			s.live.leaseActive(g.Key, g.Epoch, now) {
-			continue
+	}
+}
+
+// checkLease elects a new master for key if its master's lease lapsed.
+// It holds decideMu from the decision to the commit, so no lease is
+// granted in between to the master being replaced.
+func (s *Server) checkLease(key groupKey) {
+	s.decideMu.Lock()
+	defer s.decideMu.Unlock()
+	g := s.fsm.group(key)
+	now := s.now()
+	if g == nil || g.MasterID < 0 ||
+		now.Sub(s.live.masterSilentSince(g.Key, g.MasterID)) <= s.opts.MasterLeaseTimeout ||
+		s.live.leaseActive(g.Key, g.Epoch, now) {
+		return
+	}
+	pick, _, err := s.pickMaster(g, now, false)
+	if err != nil {
+		if s.live.block(g.Key, err.Error()) {
+			s.logger.Warn("master lease lapsed but no one can be elected", "group", g.Key.String(),
+				"master", g.MasterID, "epoch", g.Epoch, "why", err)
 		}
-		pick, _, err := s.pickMaster(g, now, false)
-		if err != nil {
-			if s.live.block(g.Key, err.Error()) {
-				s.logger.Warn("master lease lapsed but no one can be elected", "group", g.Key.String(),
-					"master", g.MasterID, "epoch", g.Epoch, "why", err)
-			}
-			continue
-		}
-		if err := s.elect(g, pick, "lease lapsed", false); err != nil {
-			s.logger.Warn("election failed", "group", g.Key.String(), "candidate", pick, "err", err)
-		}
+		return
+	}
+	if err := s.elect(g, pick, "lease lapsed", false); err != nil {
+		s.logger.Warn("election failed", "group", g.Key.String(), "candidate", pick, "err", err)
 	}
 }
 
@@ -67,7 +76,7 @@ func (s *Server) pickMaster(g *group, now time.Time, force bool) (int64, int64, 
 	return best, known, nil
 }
 
-// elect commits id as g's master at g.Epoch+1.
+// elect commits id as g's master at g.Epoch+1. Caller holds decideMu.
 func (s *Server) elect(g *group, id int64, reason string, force bool) error {
 	if err := s.apply(command{Type: cmdElect, Key: g.Key, ID: id, FromEpoch: g.Epoch}); err != nil {
 		return err

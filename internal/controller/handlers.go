@@ -78,7 +78,7 @@ func (s *Server) handleBrokerHeartbeat(_ context.Context, _ *remoting.Conn, req 
 	if g != nil {
 		out.MasterID, out.MasterAddr, out.Epoch = g.MasterID, g.MasterAddr, g.Epoch
 		if g.MasterID == h.BrokerID && g.Epoch == h.Epoch {
-			lease, err := s.grantLease(g, now)
+			lease, err := s.grantLease(key, h.BrokerID, h.Epoch, now)
 			if err != nil {
 				return reply(req, protocol.ServiceNotAvailable, "the controller could not commit the lease: "+err.Error())
 			}
@@ -135,21 +135,30 @@ func reportCommand(key groupKey, g *group, h *protocol.ControllerHeartbeatReques
 	return c, need
 }
 
-// grantLease returns the lease for g's master at g's epoch. A master
+// grantLease returns the lease for broker id as master of key at epoch,
+// or 0 when it is not (any more) or may not be leased yet. A master
 // elected since the last lease gets its first only once the previous
 // master's has surely ended, and that is committed first so the next
-// leader may renew it at once.
-func (s *Server) grantLease(g *group, now time.Time) (time.Duration, error) {
+// leader may renew it at once. now is when the heartbeat arrived: the
+// broker counts its lease from when it sent it, earlier, so it ends no
+// later than the leader records.
+func (s *Server) grantLease(key groupKey, id, epoch int64, now time.Time) (time.Duration, error) {
+	s.decideMu.Lock()
+	defer s.decideMu.Unlock()
+	g := s.fsm.group(key)
+	if g == nil || g.MasterID != id || g.Epoch != epoch {
+		return 0, nil // an election got in first
+	}
 	if g.LeasedEpoch != g.Epoch {
-		if now.Before(s.live.fenceUntil(g.Key, g.Epoch, s.opts.MasterLeaseTimeout)) {
+		if s.now().Before(s.live.fenceUntil(g.Key, g.Epoch, s.opts.MasterLeaseTimeout)) {
 			return 0, nil
 		}
 		err := s.apply(command{Type: cmdLease, Key: g.Key, ID: g.MasterID, Epoch: g.Epoch})
-		if err != nil && !errors.Is(err, errStale) {
-			return 0, err
+		if errors.Is(err, errStale) {
+			return 0, nil
 		}
 		if err != nil {
-			return 0, nil
+			return 0, err
 		}
 	}
 	s.live.granted(g.Key, g.Epoch, now.Add(s.opts.MasterLeaseTimeout))
@@ -171,6 +180,8 @@ func (s *Server) handleElect(_ context.Context, conn *remoting.Conn, req *remoti
 		return s.notLeader(req)
 	}
 	key := groupKey{Cluster: h.Cluster, Name: h.BrokerName}
+	s.decideMu.Lock()
+	defer s.decideMu.Unlock()
 	g := s.fsm.group(key)
 	if g == nil {
 		return reply(req, protocol.InvalidParameter, "no broker group "+key.String()+" has reported to the controller")

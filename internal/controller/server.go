@@ -45,6 +45,11 @@ type Server struct {
 	// heartbeats and elect.
 	leading atomic.Bool
 	live    *liveness
+	// decideMu serialises lease grants and elections (each from reading
+	// the group to its commit), so a lease is never granted to a master
+	// an election is replacing. Commits are milliseconds; a lost majority
+	// holds it for at most ApplyTimeout.
+	decideMu sync.Mutex
 
 	lifeMu  sync.Mutex // guards started and stopped
 	started bool
