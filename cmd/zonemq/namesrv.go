@@ -44,6 +44,13 @@ var namesrvAliases = map[string]string{
 // parseNamesrvArgs turns the command line (and --config file) into the
 // name server's options and the log level.
 func parseNamesrvArgs(args []string, stderr io.Writer) (namesrv.Options, string, error) {
+	opts, _, level, err := parseNamesrvCommand(args, stderr)
+	return opts, level, err
+}
+
+// parseNamesrvCommand is parseNamesrvArgs plus the embedded controller
+// voter's flags (namesrv_controller.go).
+func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *namesrvControllerFlags, string, error) {
 	opts := namesrv.NewOptions()
 	fs := newFlagSet("namesrv", namesrvSynopsis, stderr)
 	fs.Usage = func() {
@@ -70,14 +77,15 @@ func parseNamesrvArgs(args []string, stderr io.Writer) (namesrv.Options, string,
 	fs.String("config", "",
 		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
 			"flags given on the command line win")
+	ctrl := addNamesrvControllerFlags(fs)
 	if err := parseFlags(fs, args, namesrvAliases); err != nil {
-		return opts, "", err
+		return opts, nil, "", err
 	}
-	return opts, *logLevel, nil
+	return opts, ctrl, *logLevel, nil
 }
 
 func runNamesrv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	opts, level, err := parseNamesrvArgs(args, stderr)
+	opts, ctrl, level, err := parseNamesrvCommand(args, stderr)
 	if err != nil {
 		return err // a usage error, or flag.ErrHelp after --help
 	}
@@ -86,6 +94,10 @@ func runNamesrv(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	opts.Logger = logger
+	ctrlOpts, err := ctrl.options(logger)
+	if err != nil {
+		return err
+	}
 	s, err := namesrv.New(opts)
 	if err != nil {
 		if errors.Is(err, namesrv.ErrInvalidOptions) {
@@ -94,5 +106,8 @@ func runNamesrv(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	fmt.Fprintf(stdout, "namesrv listening on %s idc=%s\n", s.Addr(), opts.IDC)
+	if ctrlOpts != nil {
+		return runWithController(ctx, *ctrlOpts, stdout, s.Run, s.Shutdown)
+	}
 	return s.Run(ctx)
 }
