@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -279,4 +280,45 @@ func TestControllerClientFollowsLeader(t *testing.T) {
 	st, err := cl.Status(ctx, follower.srv.Addr())
 	testutil.NoError(t, err)
 	testutil.Equal(t, st.Leader, leader.opts.NodeID, "status through the client")
+}
+
+// An operator switch while the old master is alive: the new master's first
+// lease starts only after the old master's last lease has ended, so the
+// two never hold one at once.
+func TestControllerSwitchWaitsForOldLease(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, []int64{1})
+	m0, r1 := brokers[0], brokers[1]
+	sent := time.Now()
+	out, err := c.heartbeat(leader.srv.Addr(), m0)
+	testutil.NoError(t, err)
+	testutil.True(t, out.LeaseMillis > 0, "old master leased")
+	oldLeaseEnd := sent.Add(time.Duration(out.LeaseMillis) * time.Millisecond)
+
+	_, err = c.heartbeat(leader.srv.Addr(), r1)
+	testutil.NoError(t, err)
+	resp := c.invoke(leader.srv.Addr(), protocol.ControllerElect,
+		&protocol.ControllerElectRequestHeader{Cluster: "zc", BrokerName: "g1", To: 1})
+	testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.Success, "switch", resp.Remark)
+
+	out, err = c.heartbeat(leader.srv.Addr(), m0)
+	testutil.NoError(t, err)
+	testutil.Equal(t, out.MasterID, int64(1), "old master told")
+	testutil.Equal(t, out.LeaseMillis, int64(0), "old master not renewed")
+
+	r1.role, r1.epoch = protocol.RoleMaster, 2
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(leader.srv.Addr(), r1)
+		if err != nil {
+			return err
+		}
+		if out.LeaseMillis == 0 {
+			return errors.New("new master not leased yet")
+		}
+		// The answer came after the old master's lease (counted from
+		// its send time, as a broker counts it) had ended.
+		testutil.True(t, time.Now().After(oldLeaseEnd), "new lease only after the old one ended")
+		return nil
+	})
 }
