@@ -43,6 +43,19 @@ func TestCLIControllerArgs(t *testing.T) {
 	testutil.True(t, err != nil && strings.Contains(err.Error(), "--raft-peers"), "bootstrap without this node", err)
 }
 
+// The commented example config parses, and flags win over it.
+func TestCLIControllerExampleConfig(t *testing.T) {
+	opts, level, err := parseControllerArgs([]string{"--config", "../../contrib/controller.conf.example", "--id", "c2"}, io.Discard)
+	testutil.NoError(t, err, "parsing contrib/controller.conf.example")
+	testutil.Equal(t, opts.NodeID, "c2", "flag wins")
+	testutil.Equal(t, opts.RaftListen, "127.0.1.1:9881", "raft-listen")
+	testutil.Equal(t, len(opts.Peers), 3, "peers")
+	testutil.True(t, opts.Bootstrap, "bootstrap")
+	testutil.Equal(t, opts.MasterLeaseTimeout, 1500*time.Millisecond, "lease")
+	testutil.Equal(t, opts.LeaderLeaseTimeout, 500*time.Millisecond, "raft leader lease")
+	testutil.Equal(t, level, "info", "log level")
+}
+
 func TestCLINamesrvControllerArgs(t *testing.T) {
 	_, ctrl, _, err := parseNamesrvCommand([]string{"--idc", "idc1", "--controller", "--controller-id", "c1",
 		"--controller-data", t.TempDir(), "--raft-peers", "c1=127.0.1.1:9881"}, io.Discard)
