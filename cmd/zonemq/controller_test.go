@@ -127,3 +127,44 @@ func TestCLIAdminController(t *testing.T) {
 	code = run([]string{"admin", "controller", "status"}, &stdout, &stderr)
 	testutil.Equal(t, code, 2, "status without --controller")
 }
+
+// `zonemq namesrv --controller` serves both on port 0 and stops both when
+// its context ends.
+func TestCLINamesrvEmbedsController(t *testing.T) {
+	var stdout, stderr cliBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runNamesrv(ctx, []string{"--listen", "127.0.1.1:0", "--idc", "idc1", "--kv-config", "",
+			"--controller", "--controller-id", "c1", "--controller-listen", "127.0.1.1:0", "--raft-listen", "127.0.1.1:0",
+			"--controller-data", t.TempDir(), "--log-level", "error"}, &stdout, &stderr)
+	}()
+	stopped := false
+	t.Cleanup(func() {
+		cancel()
+		if !stopped {
+			<-done
+		}
+	})
+	var addr string
+	testutil.Eventually(t, 20*time.Second, func() error {
+		for line := range strings.SplitSeq(stdout.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "controller listening on "); ok {
+				addr, _, _ = strings.Cut(rest, " ")
+				return nil
+			}
+		}
+		return errors.New("no controller line yet: " + stdout.String() + stderr.String())
+	})
+	testutil.True(t, strings.Contains(stdout.String(), "namesrv listening on 127.0.1.1:"), "namesrv line", stdout.String())
+	cl := controller.NewClient([]string{addr})
+	t.Cleanup(func() { cl.Close() })
+	st, err := cl.Status(ctx, addr)
+	testutil.NoError(t, err)
+	// Never bootstrapped: a voter without a cluster, so no leader.
+	testutil.Equal(t, st.NodeID, "c1", "the embedded voter answers")
+	testutil.Equal(t, st.Leader, "", "no leader without a bootstrap")
+	cancel()
+	testutil.NoError(t, <-done, "runNamesrv")
+	stopped = true
+}
