@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,7 @@ func TestControllerHeartbeatBadInput(t *testing.T) {
 		func(h *protocol.ControllerHeartbeatRequestHeader) { h.Role = "boss" },
 		func(h *protocol.ControllerHeartbeatRequestHeader) { h.InSyncIDs = "1,x" },
 		func(h *protocol.ControllerHeartbeatRequestHeader) { h.Role, h.InSyncIDs = protocol.RoleReplica, "1" },
+		func(h *protocol.ControllerHeartbeatRequestHeader) { h.Addr = strings.Repeat("a", maxNameLen+1) },
 	}
 	for i, mutate := range bad {
 		h := (&testBroker{id: 0, role: protocol.RoleMaster, epoch: 1}).header()
@@ -58,6 +60,13 @@ func TestControllerHeartbeatBadInput(t *testing.T) {
 		resp := c.invoke(leader.srv.Addr(), protocol.ControllerBrokerHeartbeat, h)
 		testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.InvalidParameter, "bad report", i)
 	}
+	// A group is limited in members.
+	for id := range int64(maxMembers) {
+		_, err := c.heartbeat(leader.srv.Addr(), &testBroker{id: id, role: protocol.RoleReplica, epoch: 1})
+		testutil.NoError(t, err, "member", id)
+	}
+	_, err := c.heartbeat(leader.srv.Addr(), &testBroker{id: maxMembers, role: protocol.RoleReplica, epoch: 1})
+	testutil.True(t, err != nil && strings.Contains(err.Error(), "INVALID_PARAMETER"), "one member too many", err)
 	resp := c.invoke(leader.srv.Addr(), protocol.ControllerElect, &protocol.ControllerElectRequestHeader{
 		Cluster: "zc", BrokerName: "nope", To: -1})
 	testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.InvalidParameter, "elect in an unknown group")

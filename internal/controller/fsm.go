@@ -225,6 +225,13 @@ func (f *fsm) allGroups() []*group {
 	return out
 }
 
+// groupCount is how many groups the FSM holds.
+func (f *fsm) groupCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.groups)
+}
+
 // apiAddr is the request address voter id recorded, if any.
 func (f *fsm) apiAddr(id string) string {
 	f.mu.RLock()

@@ -16,6 +16,13 @@ import (
 	"github.com/zonemq/zonemq/internal/remoting"
 )
 
+// Limits on what brokers may make the controller keep (docs/controller.md).
+const (
+	maxGroups  = 4096
+	maxMembers = protocol.MaxInSyncIDs
+	maxNameLen = 255
+)
+
 // reply builds a response with code and remark.
 func reply(req *remoting.Command, code protocol.ResponseCode, remark string) *remoting.Command {
 	return remoting.NewResponse(req, int32(code), remark)
@@ -67,6 +74,12 @@ func (s *Server) handleBrokerHeartbeat(_ context.Context, _ *remoting.Conn, req 
 	now := s.now()
 	s.live.seen(key, &h, now)
 	g := s.fsm.group(key)
+	switch {
+	case g == nil && s.fsm.groupCount() >= maxGroups:
+		return reply(req, protocol.InvalidParameter, fmt.Sprintf("the controller keeps at most %d broker groups", maxGroups))
+	case g != nil && g.Members[h.BrokerID] == nil && len(g.Members) >= maxMembers:
+		return reply(req, protocol.InvalidParameter, fmt.Sprintf("a broker group has at most %d members", maxMembers))
+	}
 	if c, ok := reportCommand(key, g, &h, inSync); ok {
 		if err := s.apply(c); err != nil && !errors.Is(err, errStale) {
 			s.logger.Warn("heartbeat not committed", "group", key.String(), "broker", h.BrokerID, "err", err)
@@ -106,6 +119,8 @@ func validateHeartbeat(h *protocol.ControllerHeartbeatRequestHeader) error {
 		return fmt.Errorf("role %q is neither %s nor %s", h.Role, protocol.RoleMaster, protocol.RoleReplica)
 	case h.Role == protocol.RoleReplica && h.InSyncIDs != "":
 		return errors.New("a replica reports no in-sync set")
+	case max(len(h.Cluster), len(h.BrokerName), len(h.Addr), len(h.IDC)) > maxNameLen:
+		return fmt.Errorf("cluster, brokerName, addr and idc are limited to %d bytes", maxNameLen)
 	}
 	return nil
 }
