@@ -78,6 +78,8 @@ func TestCLINamesrvControllerArgs(t *testing.T) {
 func TestCLIAdminController(t *testing.T) {
 	opts := controller.NewOptions()
 	opts.Listen, opts.RaftListen, opts.NodeID, opts.DataDir = "127.0.1.1:0", "127.0.1.1:0", "c1", t.TempDir()
+	// A long lease: the brokers below count as alive for the whole test.
+	opts.MasterLeaseTimeout = time.Minute
 	srv, err := controller.New(opts)
 	testutil.NoError(t, err)
 	done := make(chan error, 1)

@@ -159,6 +159,16 @@ func TestControllerNonInSyncNeedsForce(t *testing.T) {
 	testutil.Equal(t, code, protocol.IllegalOperation, "switch to a non-in-sync replica")
 	_, code = elect(-1, false)
 	testutil.Equal(t, code, protocol.IllegalOperation, "election without an in-sync candidate")
+	// Replica 2 reported last just after the master: wait until the
+	// leader counts it silent too.
+	testutil.Eventually(t, testDeadline, func() error {
+		for _, m := range groupStatus(c.status(leader.srv.Addr())).Members {
+			if m.ID == 2 && m.Alive {
+				return errors.New("replica 2 still counts as alive")
+			}
+		}
+		return nil
+	})
 	_, code = elect(2, true)
 	testutil.Equal(t, code, protocol.IllegalOperation, "forced switch to a silent replica")
 	out, code := elect(-1, true)
@@ -171,7 +181,9 @@ func TestControllerNonInSyncNeedsForce(t *testing.T) {
 // Losing the leader keeps the state; the next leader serves it and still
 // elects.
 func TestControllerLeaderLossKeepsState(t *testing.T) {
-	c := startCluster(t, 3)
+	// A longer lease, so the next leader cannot elect before the state
+	// is checked, however slow the machine.
+	c := startClusterWith(t, 3, func(o *Options) { o.MasterLeaseTimeout = 3 * time.Second })
 	old := c.leader()
 	brokers := c.establishGroup(old, []int64{1, 2})
 	old.stop()
@@ -203,7 +215,9 @@ func TestControllerLeaderLossKeepsState(t *testing.T) {
 
 // All voters restarted recover the groups from their Raft logs.
 func TestControllerRestartAllRecovers(t *testing.T) {
-	c := startCluster(t, 3)
+	// A long lease: the restarted leader must not elect (the master is
+	// silent) before the state is compared.
+	c := startClusterWith(t, 3, func(o *Options) { o.MasterLeaseTimeout = time.Minute })
 	leader := c.leader()
 	c.establishGroup(leader, []int64{1})
 	want := groupStatus(c.status(leader.srv.Addr()))

@@ -57,11 +57,22 @@ func testOptions(t *testing.T, i int, dataDir string) Options {
 // startCluster starts n voters on port 0 and bootstraps them together.
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith is startCluster with each voter's options changed by
+// mutate first.
+func startClusterWith(t *testing.T, n int, mutate func(*Options)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, client: remoting.NewClient(remoting.ClientOptions{})}
 	t.Cleanup(func() { c.client.Close() })
 	var peers []Peer
 	for i := range n {
-		v := c.startVoter(testOptions(t, i, t.TempDir()))
+		opts := testOptions(t, i, t.TempDir())
+		if mutate != nil {
+			mutate(&opts)
+		}
+		v := c.startVoter(opts)
 		peers = append(peers, Peer{ID: v.opts.NodeID, RaftAddr: v.srv.RaftAddr()})
 	}
 	for _, v := range c.voters {
