@@ -74,10 +74,10 @@ var allowedImports = map[string][]string{
 // allowedThirdParty names the modules outside the standard library that a
 // package's non-test code may import, each with its reason in docs/deps.md.
 var allowedThirdParty = map[string][]string{
-	// Raft, its log and stable store (issue 10 mandates them), and the
-	// logger interface Raft takes.
+	// Raft, its log and stable store (issue 10 mandates them), the
+	// logger interface Raft takes, and bbolt's open options (a timeout).
 	"internal/controller": {"github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb/v2",
-		"github.com/hashicorp/go-hclog"},
+		"github.com/hashicorp/go-hclog", "go.etcd.io/bbolt"},
 }
 
 // goPackage is the part of `go list -json` output the checks read.

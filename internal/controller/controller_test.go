@@ -345,3 +345,12 @@ func TestControllerSwitchWaitsForOldLease(t *testing.T) {
 		return nil
 	})
 }
+
+// A second voter on a data directory in use fails with a message, instead
+// of waiting for the file lock for ever.
+func TestControllerDataDirInUse(t *testing.T) {
+	c := startCluster(t, 1)
+	opts := testOptions(t, 1, c.voters[0].opts.DataDir)
+	_, err := New(opts)
+	testutil.True(t, err != nil && strings.Contains(err.Error(), "another voter"), "data dir in use", err)
+}

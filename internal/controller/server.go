@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
@@ -82,9 +83,12 @@ func New(opts Options) (_ *Server, err error) {
 		}
 	}()
 	hlog := newRaftLogger(logger)
-	s.store, err = raftboltdb.NewBoltStore(filepath.Join(opts.DataDir, "raft.db"))
+	// bbolt locks the file; another voter on the same --data would make
+	// Open wait for ever, so give up after a second and say why.
+	s.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(opts.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second}})
 	if err != nil {
-		return nil, fmt.Errorf("controller: opening the Raft log in %s: %w", opts.DataDir, err)
+		return nil, fmt.Errorf("controller: opening the Raft log in %s (another voter using it?): %w", opts.DataDir, err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(opts.DataDir, 3, hlog)
 	if err != nil {
