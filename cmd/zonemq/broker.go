@@ -196,6 +196,10 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	fs.BoolVar(&opts.EnablePropertyFilter, "enable-property-filter", opts.EnablePropertyFilter,
 		"let consumers subscribe with SQL92 property filters, evaluated on pull (config alias\n"+
 			"enablePropertyFilter; RocketMQ's default is false)")
+	controllers := fs.String("controller", "", "failover controller `addresses`, comma-separated (docs/controller.md): the\n"+
+		"controller elects the group's master; a master acknowledges only while it holds its lease")
+	fs.DurationVar(&opts.ControllerHeartbeatInterval, "controller-heartbeat-interval", opts.ControllerHeartbeatInterval,
+		"period of the reports to the controller (about a third of its --master-lease-timeout)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
@@ -231,6 +235,11 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		return nil, err
 	}
 
+	for _, a := range strings.Split(*controllers, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			opts.ControllerAddrs = append(opts.ControllerAddrs, a)
+		}
+	}
 	if *namesrv != "" {
 		for _, a := range strings.FieldsFunc(*namesrv, func(r rune) bool { return r == ';' || r == ',' }) {
 			if a = strings.TrimSpace(a); a != "" {

@@ -251,6 +251,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.goLoop(s.repl.replicaLoop)
 	s.goLoop(s.repl.metaLoop)
 	s.goLoop(s.repl.isrLoop)
+	if s.repl.controllerMode() {
+		s.goLoop(s.repl.controllerLoop)
+	}
 	if len(s.opts.AddrsrvURLs) > 0 {
 		s.goLoop(s.addrsrvLoop)
 	}

@@ -121,6 +121,14 @@ type Options struct {
 	// MasterAddr is, on a replica, the master's address. Empty: learn it
 	// from the name servers (the group's id-0 address). --master-addr.
 	MasterAddr string
+	// ControllerAddrs are the failover controller's voters
+	// (docs/controller.md). Set, the controller decides who is the group's
+	// master, and a master acknowledges only while it holds the lease the
+	// controller grants. --controller.
+	ControllerAddrs []string
+	// ControllerHeartbeatInterval is the period of the reports to the
+	// controller (500 ms, a third of its default lease).
+	ControllerHeartbeatInterval time.Duration
 
 	// TimerMaxDelay is how far ahead a timer message (TIMER_DELIVER_MS,
 	// TIMER_DELAY_SEC, TIMER_DELAY_MS) may be due; further is refused with
@@ -175,6 +183,8 @@ func NewOptions() Options {
 		EnablePropertyFilter: true,
 		TimerMaxDelay:        DefaultTimerMaxDelay,
 		TraceTopicEnable:     true,
+
+		ControllerHeartbeatInterval: 500 * time.Millisecond,
 	}
 }
 
@@ -262,6 +272,7 @@ func (o *Options) validate() error {
 	fill(&o.ReplicaAckTimeout, def.ReplicaAckTimeout)
 	fill(&o.ReplicaLagMax, def.ReplicaLagMax)
 	fill(&o.TimerMaxDelay, def.TimerMaxDelay)
+	fill(&o.ControllerHeartbeatInterval, def.ControllerHeartbeatInterval)
 	if o.SegmentSize == 0 {
 		o.SegmentSize = def.SegmentSize
 	}

@@ -99,6 +99,11 @@ type replication struct {
 	// fresh: the data directory had no replication state (a new broker,
 	// or one whose disk was replaced).
 	fresh bool
+
+	// Controller mode (controller.go): the lease end (Unix ns) and the
+	// controller leader last heard from (guarded by mu).
+	leaseUntil atomic.Int64
+	ctrlLeader string
 }
 
 // offsetKey names one consumer offset.
@@ -156,6 +161,16 @@ func newReplication(s *Server) (*replication, error) {
 func (r *replication) start(ctx context.Context) error {
 	if !r.master.Load() {
 		return nil
+	}
+	if r.controllerMode() {
+		// The controller decides; a master reports at its own epoch and
+		// writes only once the controller grants it a lease.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.state.Epochs) == 0 {
+			r.startEpochLocked(nextEpoch(0))
+		}
+		return r.persistLocked()
 	}
 	other, ids, addrs := r.liveGroup(ctx)
 	if other == "" && r.fresh && r.anyHasData(ctx, addrs) {
@@ -413,6 +428,9 @@ func (r *replication) checkWritable() error {
 	defer r.mu.Unlock()
 	if r.paused {
 		return errWritesPaused
+	}
+	if r.controllerMode() && !r.leaseValid() {
+		return errLeaseExpired
 	}
 	if r.s.opts.Replication == ReplicationSync {
 		if copies := 1 + r.inSyncLocked(); copies < r.s.opts.MinInsyncReplicas {

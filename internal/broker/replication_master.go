@@ -242,6 +242,9 @@ func (r *replication) isrLoop(ctx context.Context) {
 // stored on the master either way; an error means it is not acknowledged.
 func (r *replication) waitReplicas(ctx context.Context, end int64) error {
 	if r.s.opts.Replication != ReplicationSync {
+		if r.controllerMode() && !r.leaseValid() {
+			return fmt.Errorf("%w: not acknowledged", errLeaseExpired)
+		}
 		return nil
 	}
 	var timer *time.Timer
@@ -266,6 +269,9 @@ func (r *replication) waitReplicas(ctx context.Context, end int64) error {
 			return fmt.Errorf("%w: %d in-sync copies, min-insync-replicas is %d", errReplicaTimeout, 1+inSync, r.s.opts.MinInsyncReplicas)
 		}
 		if behind == 0 {
+			if r.controllerMode() && !r.leaseValid() {
+				return fmt.Errorf("%w: the lease lapsed before the replicas confirmed", errLeaseExpired)
+			}
 			return nil
 		}
 		if timer == nil {

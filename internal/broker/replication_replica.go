@@ -77,6 +77,15 @@ func (r *replication) findMaster(ctx context.Context) (string, error) {
 	if a := r.s.opts.MasterAddr; a != "" {
 		return a, nil
 	}
+	if r.controllerMode() {
+		// The controller names the master; the name servers may lag.
+		r.mu.Lock()
+		a := r.follow
+		r.mu.Unlock()
+		if a != "" && a != r.s.addr {
+			return a, nil
+		}
+	}
 	req := remoting.NewRequest(int32(protocol.GetBrokerClusterInfo), nil, nil)
 	var errs []error
 	for _, ns := range r.s.startupNamesrvs(ctx) {

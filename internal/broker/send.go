@@ -225,6 +225,9 @@ func (s *Server) putErrorResponse(req *remoting.Command, topic string, err error
 	case errors.Is(err, errNotMaster):
 		return errorf(req, protocol.ServiceNotAvailable, "broker %s at %s is a replica (id %d): send to its master",
 			s.opts.BrokerName, s.addr, s.repl.regID.Load())
+	case errors.Is(err, errLeaseExpired):
+		return errorf(req, protocol.ServiceNotAvailable, "broker %s is not acknowledging: its controller lease lapsed (%v); send to another broker",
+			s.opts.BrokerName, err)
 	case errors.Is(err, errWritesPaused):
 		return errorf(req, protocol.ServiceNotAvailable, "broker %s is handing over to a new master: send to another broker", s.opts.BrokerName)
 	case errors.Is(err, errTooFewReplicas):
