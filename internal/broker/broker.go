@@ -199,6 +199,7 @@ func New(opts Options) (*Server, error) {
 		}
 		if s.repl != nil && s.repl.client != nil {
 			s.repl.client.Close()
+			s.repl.ctrlClient.Close()
 		}
 		st.Close()
 		return nil, fmt.Errorf("broker: %w", err)
@@ -213,6 +214,8 @@ func New(opts Options) (*Server, error) {
 		return fail(err)
 	}
 	s.repl.client = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger})
+	s.repl.ctrlClient = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger,
+		Dial: opts.controllerDial})
 	s.namesrvs = newRegistrar(s)
 	s.namesrvs.setAddrs(opts.NamesrvAddrs, nil)
 
@@ -336,6 +339,7 @@ func (s *Server) Shutdown() {
 	}
 	s.namesrvs.close()
 	s.repl.client.Close()
+	s.repl.ctrlClient.Close()
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing the store", "err", err)
 	}

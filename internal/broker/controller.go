@@ -116,7 +116,7 @@ func (r *replication) invokeController(ctx context.Context, req *remoting.Comman
 			continue
 		}
 		ictx, cancel := context.WithTimeout(ctx, r.s.opts.ControllerHeartbeatInterval*2)
-		resp, err := r.client.Invoke(ictx, addr, req)
+		resp, err := r.ctrlClient.Invoke(ictx, addr, req)
 		cancel()
 		if err != nil {
 			errs = append(errs, err)

@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"time"
 
@@ -129,6 +131,8 @@ type Options struct {
 	// ControllerHeartbeatInterval is the period of the reports to the
 	// controller (500 ms, a third of its default lease).
 	ControllerHeartbeatInterval time.Duration
+	// controllerDial, if set, dials the controller (tests cut the link).
+	controllerDial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// TimerMaxDelay is how far ahead a timer message (TIMER_DELIVER_MS,
 	// TIMER_DELAY_SEC, TIMER_DELAY_MS) may be due; further is refused with

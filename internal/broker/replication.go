@@ -104,6 +104,7 @@ type replication struct {
 	// controller leader last heard from (guarded by mu).
 	leaseUntil atomic.Int64
 	ctrlLeader string
+	ctrlClient *remoting.Client // connections to the controller's voters
 }
 
 // offsetKey names one consumer offset.
