@@ -96,15 +96,12 @@ func echoServer(t *testing.T, topo *netns.Topology, n int) string {
 	return ln.Addr().String()
 }
 
-// dial connects from IDC n to addr.
+// dial connects from IDC n to addr with the topology's Dialer, as the
+// drill's SDK clients do.
 func dial(topo *netns.Topology, n int, addr string, timeout time.Duration) (net.Conn, error) {
-	var c net.Conn
-	err := topo.Do(n, func() error {
-		var err error
-		c, err = net.DialTimeout("tcp", addr, timeout)
-		return err
-	})
-	return c, err
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return topo.Dialer(n)(ctx, "tcp", addr)
 }
 
 // echoOnce dials from IDC n and checks one echoed round trip.
