@@ -153,10 +153,14 @@ func (t *Topology) Isolate(ctx context.Context, n int) error {
 	return nil
 }
 
-// Heal removes every cut; the configured shaping stays.
+// Heal removes every cut, service cuts included; the configured shaping
+// stays.
 func (t *Topology) Heal(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if err := t.healServicesLocked(ctx); err != nil {
+		return err
+	}
 	for _, c := range t.cutsLocked() {
 		if err := run(ctx, "tc", "-n", t.BridgeNamespace(), "filter", "del", "dev", port(c.B), "parent", "1:",
 			"protocol", "ip", "pref", strconv.Itoa(c.A)); err != nil {

@@ -80,12 +80,15 @@ type Topology struct {
 	log    *slog.Logger
 	runTag string // prefix-pid-random: the start of every name
 
-	mu       sync.Mutex
-	created  []string      // namespaces made so far, for Close
-	cuts     map[Pair]bool // directed: A→B dropped; caller holds mu
-	closed   bool
-	closeMu  sync.Once
-	closeErr error
+	mu      sync.Mutex
+	created []string      // namespaces made so far, for Close
+	cuts    map[Pair]bool // directed: A→B dropped; caller holds mu
+	// serviceCuts maps each service cut to its filter preference.
+	serviceCuts           map[serviceCut]int
+	nextServicePreference int
+	closed                bool
+	closeMu               sync.Once
+	closeErr              error
 }
 
 // New creates the namespaces, the bridge and the shaping. On any error it
@@ -130,6 +133,9 @@ func New(ctx context.Context, cfg Config) (*Topology, error) {
 		log:    log.With("netns", cfg.Prefix),
 		runTag: fmt.Sprintf("%s-%d-%s", cfg.Prefix, os.Getpid(), hex.EncodeToString(random[:])),
 		cuts:   map[Pair]bool{},
+
+		serviceCuts:           map[serviceCut]int{},
+		nextServicePreference: firstServicePreference,
 	}
 	if err := t.build(ctx); err != nil {
 		return nil, errors.Join(err, t.Close())

@@ -338,3 +338,21 @@ func TestNetnsConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestNetnsCutService(t *testing.T) {
+	topo := newTopology(t, netns.Config{IDCs: 3})
+	cut, other := echoServer(t, topo, 1), echoServer(t, topo, 1)
+	requireReach(t, topo, 2, cut)
+
+	testutil.NoError(t, topo.CutService(context.Background(), 2, netip.MustParseAddrPort(cut)), "cut service")
+	requireBlocked(t, topo, 2, cut)
+	requireReach(t, topo, 2, other) // the same IDC's other services
+	requireReach(t, topo, 3, cut)   // the service from elsewhere
+	requireReach(t, topo, 1, cut)   // and from its own IDC
+
+	testutil.NoError(t, topo.Heal(context.Background()), "heal")
+	requireReach(t, topo, 2, cut)
+	if err := topo.CutService(context.Background(), 1, netip.MustParseAddrPort(cut)); err == nil {
+		t.Fatal("cutting a service from its own IDC succeeded")
+	}
+}
