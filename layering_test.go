@@ -65,7 +65,7 @@ var allowedImports = map[string][]string{
 	// and talks to them as an application does, so it is held to a client
 	// application's rules: the public client, never servers, store or the
 	// transport.
-	"internal/drill": {"client", "internal/protocol", "internal/idc"},
+	"internal/drill": {"client", "internal/protocol", "internal/idc", "internal/netns"},
 	// Not in ARCHITECTURE.md §5 yet: the failover controller (issue 10)
 	// speaks the remoting protocol and knows nothing of servers or store.
 	"internal/controller": {"internal/remoting", "internal/protocol"},

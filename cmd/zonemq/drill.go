@@ -34,6 +34,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	only := fs.String("only", "", "play only these `scenarios`, comma-separated (S2, S3, S4, idc-lost), after S1")
 	replicas := fs.Int("replicas", 1, "`copies` of each IDC's broker group (master counted); 2 or more replicates every\n"+
 		"group synchronously into the next IDCs and adds the idc-lost scenario")
+	netnsFlags := addNetnsFlags(fs)
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
@@ -57,18 +58,21 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	report, err := drill.Run(ctx, drill.Options{
-		Logger:       logger,
-		Binary:       *binary,
-		IDCs:         *idcs,
-		PhaseLength:  *duration,
-		SendInterval: *interval,
-		DrainTimeout: *drain,
-		WorkDir:      *workDir,
-		PortOffset:   *portOffset,
-		Replicas:     *replicas,
-		Only:         splitList(*only),
-		Progress:     stderr,
-		Terminal:     isTerminal(stderr),
+		Logger:         logger,
+		Binary:         *binary,
+		IDCs:           *idcs,
+		PhaseLength:    *duration,
+		SendInterval:   *interval,
+		DrainTimeout:   *drain,
+		WorkDir:        *workDir,
+		PortOffset:     *portOffset,
+		Replicas:       *replicas,
+		Only:           splitList(*only),
+		Netns:          netnsFlags.netns,
+		IDCRTT:         netnsFlags.rtt,
+		IDCLossPercent: netnsFlags.loss,
+		Progress:       stderr,
+		Terminal:       isTerminal(stderr),
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,10 @@ func analyze(sends []sendRecord, recvs map[string][]recvRecord, s1Start, s1End t
 	var out []ScenarioResult
 	out = append(out, healthyResult(sends, recvs, s1Start, s1End))
 	for _, p := range phases {
+		if p.network {
+			out = append(out, networkPhaseResult(sends, recvs, p))
+			continue
+		}
 		out = append(out, phaseResult(sends, recvs, p))
 	}
 	var t Totals

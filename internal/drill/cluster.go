@@ -29,6 +29,9 @@ type idcProcs struct {
 	// replicas are the replica brokers this IDC hosts for other IDCs'
 	// broker groups (Options.Replicas > 1).
 	replicas []*proc
+	// dial, under --netns, opens connections from inside this IDC's network
+	// namespace (netns.go); nil on loopback.
+	dial dialFunc
 }
 
 // servers lists every server process of the IDC, brokers first.
@@ -47,16 +50,20 @@ type cluster struct {
 
 func idcName(n int) string { return fmt.Sprintf("idc%d", n) }
 
+// loopbackIP is IDC n's address on loopback, 127.0.n.1.
+func loopbackIP(n int) string { return fmt.Sprintf("127.0.%d.1", n) }
+
 // newCluster lays out n IDCs under workDir; nothing is started yet.
-func newCluster(binary, workDir string, n, replicas, portOffset int) (*cluster, error) {
+// ipOf gives IDC n's address (loopbackIP, or netns.Addr under --netns).
+func newCluster(binary, workDir string, n, replicas, portOffset int, ipOf func(int) string) (*cluster, error) {
 	c := &cluster{binary: binary, workDir: workDir}
 	var namesrvs []string
 	for i := 1; i <= n; i++ {
-		ip := fmt.Sprintf("127.0.%d.1", i)
+		ip := ipOf(i)
 		namesrvs = append(namesrvs, fmt.Sprintf("%s=%s:%d", idcName(i), ip, drillNamesrvPort+portOffset))
 	}
 	for i := 1; i <= n; i++ {
-		name, ip := idcName(i), fmt.Sprintf("127.0.%d.1", i)
+		name, ip := idcName(i), ipOf(i)
 		dir := filepath.Join(workDir, name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err

@@ -45,6 +45,14 @@ type Options struct {
 	// counted; with 2 or more every group replicates synchronously into the
 	// next IDCs and the drill adds the idc-lost scenario. Zero means 1.
 	Replicas int
+	// Netns runs every IDC in its own network namespace behind a shaped
+	// link (netns.go) and adds the network scenarios; it needs root.
+	Netns bool
+	// IDCRTT is the round trip between two IDCs under Netns (the CLI's
+	// default is 10 ms); zero means none.
+	IDCRTT time.Duration
+	// IDCLossPercent drops this share of packets between IDCs under Netns.
+	IDCLossPercent float64
 	// Progress, if set, receives progress lines while the drill runs;
 	// Terminal makes them one refreshing line.
 	Progress io.Writer
@@ -56,6 +64,7 @@ type Options struct {
 type drill struct {
 	opts     Options
 	cluster  *cluster
+	network  *network // nil-safe: loopback when not --netns
 	work     *workload
 	progress *progress
 }
@@ -104,11 +113,17 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Replicas < 1 || opts.Replicas > opts.IDCs {
 		return nil, fmt.Errorf("drill: --replicas must be 1..--idcs (%d), got %d", opts.IDCs, opts.Replicas)
 	}
-	cl, err := newCluster(opts.Binary, workDir, opts.IDCs, opts.Replicas, opts.PortOffset)
+	network, err := newNetwork(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}
-	d := &drill{opts: opts, cluster: cl, progress: newProgress(opts.Progress, opts.Terminal)}
+	defer network.close()
+	cl, err := newCluster(opts.Binary, workDir, opts.IDCs, opts.Replicas, opts.PortOffset, network.ipOf)
+	if err != nil {
+		return nil, err
+	}
+	network.attach(cl)
+	d := &drill{opts: opts, cluster: cl, network: network, progress: newProgress(opts.Progress, opts.Terminal)}
 	defer d.progress.stop()
 	report, err := d.run(ctx)
 	ok := err == nil && report != nil && report.OK

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +32,11 @@ type proc struct {
 	args    []string
 	logPath string
 
+	// command and dial, under --netns, start the process in its IDC's
+	// network namespace and reach it there (netns.go); nil on loopback.
+	command func(name string, args ...string) *exec.Cmd
+	dial    dialFunc
+
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -53,7 +57,7 @@ func (p *proc) start(ctx context.Context) error {
 		p.mu.Unlock()
 		return err
 	}
-	cmd := exec.Command(p.binary, p.args...)
+	cmd := p.newCommand()
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	// The children must not outlive the drill, whatever happens to it.
@@ -95,7 +99,7 @@ func (p *proc) waitReady(ctx context.Context, exited chan struct{}) error {
 
 func (p *proc) ready() bool {
 	if p.role == roleAddrsrv {
-		c := http.Client{Timeout: 300 * time.Millisecond}
+		c := http.Client{Timeout: 300 * time.Millisecond, Transport: httpTransport(p.dial)}
 		resp, err := c.Get("http://" + p.addr + "/healthz")
 		if err != nil {
 			return false
@@ -103,7 +107,7 @@ func (p *proc) ready() bool {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}
-	c, err := net.DialTimeout("tcp", p.addr, 300*time.Millisecond)
+	c, err := dialTimeout(p.dial, p.addr, 300*time.Millisecond)
 	if err != nil {
 		return false
 	}

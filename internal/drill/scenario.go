@@ -18,6 +18,7 @@ type phase struct {
 	description string
 	failedIDC   string
 	consumers   bool // the failure is of consumers (S4), not servers
+	network     bool // a network scenario (--netns), judged by networkPhaseResult
 
 	failAt, restoreAt, endAt time.Time
 	addrsrvDrop              time.Duration // S3: how long until the address server stopped listing the dead name server
@@ -26,7 +27,7 @@ type phase struct {
 // step is a scenario to play: a failure and its repair.
 type step struct {
 	name, failure, description string
-	consumers                  bool
+	consumers, network         bool
 	fail, restore              func(ctx context.Context) error
 	watchNamesrv               bool
 }
@@ -82,13 +83,14 @@ func (d *drill) steps() []step {
 	if d.opts.Replicas > 1 {
 		steps = append(steps, d.idcLostStep())
 	}
+	steps = append(steps, d.netnsSteps()...)
 	return steps
 }
 
 // play runs one step: fail, hold for the phase length, repair, hold again.
 func (d *drill) play(ctx context.Context, s step) (*phase, error) {
 	i := d.cluster.idcs[0]
-	p := &phase{name: s.name, failure: s.failure, description: s.description, failedIDC: i.name, consumers: s.consumers}
+	p := &phase{name: s.name, failure: s.failure, description: s.description, failedIDC: i.name, consumers: s.consumers, network: s.network}
 	d.progress.setPhase(fmt.Sprintf("%s %s: %s", s.name, s.failure, s.description))
 	p.failAt = time.Now()
 	if err := s.fail(ctx); err != nil {
@@ -97,7 +99,9 @@ func (d *drill) play(ctx context.Context, s step) (*phase, error) {
 	var dropped chan time.Duration
 	if s.watchNamesrv {
 		dropped = make(chan time.Duration, 1)
-		go func() { dropped <- watchAddrsrvDrop(ctx, i.addrsrvURL(), i.namesrv.addr, p.failAt, d.opts.PhaseLength) }()
+		go func() {
+			dropped <- watchAddrsrvDrop(ctx, i.addrsrvURL(), i.namesrv.addr, p.failAt, d.opts.PhaseLength, i.dial)
+		}()
 	}
 	if err := sleepCtx(ctx, d.opts.PhaseLength); err != nil {
 		return nil, err
@@ -119,8 +123,8 @@ func (d *drill) play(ctx context.Context, s step) (*phase, error) {
 
 // watchAddrsrvDrop polls the address server until it stops listing addr, and
 // returns how long after failAt that was (-1 if not within limit).
-func watchAddrsrvDrop(ctx context.Context, base, addr string, failAt time.Time, limit time.Duration) time.Duration {
-	c := http.Client{Timeout: 500 * time.Millisecond}
+func watchAddrsrvDrop(ctx context.Context, base, addr string, failAt time.Time, limit time.Duration, dial dialFunc) time.Duration {
+	c := http.Client{Timeout: 500 * time.Millisecond, Transport: httpTransport(dial)}
 	end := failAt.Add(limit)
 	for time.Now().Before(end) {
 		resp, err := c.Get(base + "/rocketmq/nsaddr")

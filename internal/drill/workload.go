@@ -111,6 +111,7 @@ func clientConfig(i *idcProcs, logger *slog.Logger) client.ClientConfig {
 		AddrsrvURLs: []string{i.addrsrvURL()},
 		IDC:         i.name,
 		LocalIP:     i.ip,
+		Dial:        i.dial,
 		Logger:      logger.With("client-idc", i.name),
 	}
 }
