@@ -21,6 +21,8 @@ const (
 	lastServicePreference  = 99
 )
 
+func addrFrom4(b []byte) netip.Addr { return netip.AddrFrom4([4]byte(b)) }
+
 // IDCOf returns the IDC an address of the topology belongs to (198.18.n.x
 // is IDC n), or 0 if it is not one.
 func IDCOf(a netip.Addr) int {

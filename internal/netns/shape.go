@@ -37,8 +37,9 @@ const (
 )
 
 // ErrNoNetem is returned by New when a Link asks for delay, jitter or loss
-// and the kernel has no netem qdisc (sch_netem). Cuts work without it.
-var ErrNoNetem = errors.New("netns: the kernel has no netem qdisc; links cannot be delayed or lossy")
+// and neither the kernel's netem qdisc nor the user-space delay line (which
+// needs /dev/net/tun) is available. Cuts work without either.
+var ErrNoNetem = errors.New("netns: links cannot be delayed or lossy here (no netem qdisc, no TUN device)")
 
 func srcPrefix(m int) string { return fmt.Sprintf("198.18.%d.0/24", m) }
 
@@ -64,7 +65,7 @@ func (t *Topology) shapePort(ctx context.Context, n int) error {
 	}
 	for m := 1; m <= t.cfg.IDCs; m++ {
 		l := t.link(m, n)
-		if m == n || l == (Link{}) {
+		if m == n || l == (Link{}) || t.shaper != "netem" {
 			continue
 		}
 		class := fmt.Sprintf("1:%x", m+1)

@@ -79,10 +79,12 @@ type Topology struct {
 	cfg    Config
 	log    *slog.Logger
 	runTag string // prefix-pid-random: the start of every name
+	shaper string // set by build, read-only afterwards
 
 	mu      sync.Mutex
 	created []string      // namespaces made so far, for Close
 	cuts    map[Pair]bool // directed: A→B dropped; caller holds mu
+	delay   *delayLine    // the user-space shaper, if any
 	// serviceCuts maps each service cut to its filter preference.
 	serviceCuts           map[serviceCut]int
 	nextServicePreference int
@@ -214,13 +216,54 @@ func (t *Topology) build(ctx context.Context) error {
 			return fmt.Errorf("netns: IDC %d: %w", n, err)
 		}
 	}
+	if t.shaped() {
+		t.shaper = "netem"
+		if !t.netemAvailable(ctx) {
+			t.shaper = "user space"
+		}
+	}
 	for n := 1; n <= t.cfg.IDCs; n++ {
 		if err := t.shapePort(ctx, n); err != nil {
 			return fmt.Errorf("netns: shaping towards IDC %d: %w", n, err)
 		}
 	}
+	if t.shaper == "user space" {
+		dl, err := t.startDelayLine(ctx)
+		if err != nil {
+			return err
+		}
+		t.mu.Lock()
+		t.delay = dl
+		t.mu.Unlock()
+	}
 	return nil
 }
+
+// shaped reports whether any link has delay, jitter or loss.
+func (t *Topology) shaped() bool {
+	for a := 1; a <= t.cfg.IDCs; a++ {
+		for b := 1; b <= t.cfg.IDCs; b++ {
+			if a != b && t.link(a, b) != (Link{}) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// netemAvailable tries a netem qdisc on the bridge itself.
+func (t *Topology) netemAvailable(ctx context.Context) bool {
+	br := t.BridgeNamespace()
+	if err := run(ctx, "tc", "-n", br, "qdisc", "add", "dev", "br0", "root", "netem", "delay", "1ms"); err != nil {
+		return false
+	}
+	return run(ctx, "tc", "-n", br, "qdisc", "del", "dev", "br0", "root") == nil
+}
+
+// Shaper says how links are shaped: "netem" (the kernel), "user space" (a
+// delay line in this process, for kernels without netem; see
+// delayline_linux.go) or "" (no link asks for shaping).
+func (t *Topology) Shaper() string { return t.shaper }
 
 func (t *Topology) buildIDC(ctx context.Context, n int) error {
 	ns, br, port := t.Namespace(n), t.BridgeNamespace(), fmt.Sprintf("idc%d", n)
@@ -276,7 +319,12 @@ func (t *Topology) Close() error {
 		t.closed = true
 		created := t.created
 		t.created = nil
+		dl := t.delay
+		t.delay = nil
 		t.mu.Unlock()
+		if dl != nil {
+			dl.stop()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var errs []error

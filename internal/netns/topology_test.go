@@ -164,6 +164,7 @@ func TestNetnsReachAndRTT(t *testing.T) {
 		Default: netns.Link{Delay: 5 * time.Millisecond},
 		Links:   map[netns.Pair]netns.Link{{A: 1, B: 3}: {Delay: 15 * time.Millisecond, Jitter: time.Millisecond}},
 	})
+	t.Logf("links shaped by: %q (configured RTT: idc1–idc2 10 ms, idc1–idc3 30 ms ± 2 ms)", topo.Shaper())
 	addr := echoServer(t, topo, 1)
 	for _, from := range []int{1, 2, 3} {
 		requireReach(t, topo, from, addr)
