@@ -45,7 +45,7 @@ func newNetwork(ctx context.Context, opts *Options) (*network, error) {
 	case errors.Is(err, netns.ErrUnavailable):
 		return nil, fmt.Errorf("drill: --netns needs root and Linux network namespaces: %w", err)
 	case errors.Is(err, netns.ErrNoNetem):
-		return nil, fmt.Errorf("drill: --idc-rtt and --idc-loss need the kernel's netem qdisc; "+
+		return nil, fmt.Errorf("drill: --idc-rtt and --idc-loss need the kernel's netem qdisc or /dev/net/tun; "+
 			"run with --idc-rtt 0 to drill the partitions without latency: %w", err)
 	case err != nil:
 		return nil, err

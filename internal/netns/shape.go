@@ -15,7 +15,8 @@ import (
 //	root htb qdisc 1:, unclassified packets in class 1:1 (unshaped)
 //	  class 1:(m+1) ← u32 filter "ip src 198.18.m.0/24" at preference 100
 //	    netem: the Link from m to N (delay, jitter, loss); only for a
-//	    non-zero Link, so unshaped topologies need no netem at all
+//	    non-zero Link, so unshaped topologies need no netem at all,
+//	    and only on a kernel with netem (else delayline_linux.go shapes)
 //	  class 1:ff, a pfifo of length 0: every packet sent there is dropped
 //	a cut m → N adds "ip src 198.18.m.0/24 flowid 1:ff" at preference m
 //

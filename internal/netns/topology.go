@@ -9,6 +9,8 @@
 // Nothing is created in the root namespace, so no packet can leave the
 // machine. Link shaping and cuts live on the bridge ports (see shape.go):
 // the senders' own TCP stacks see a real network, not a local qdisc drop.
+// On a kernel without netem, a user-space delay line in this process
+// shapes the links instead (delayline_linux.go).
 //
 // Every name carries a per-run suffix (the creating process id and a random
 // tag); Close removes everything, and Cleanup removes the leftovers of
