@@ -15,7 +15,8 @@ import (
 // TestE2EDrillNetns plays the network scenarios (idc-isolated, one-way,
 // ns-split) with every IDC in its own network namespace, 10 ms apart. It
 // skips, saying so, where namespaces cannot be made (not root, a sandbox),
-// and drops the latency, saying so, where the kernel has no netem. The
+// and drops the latency, saying so, where links cannot be shaped (no netem
+// and no TUN device). The
 // drill's ports live inside its own namespaces, so it needs no port offset.
 func TestE2EDrillNetns(t *testing.T) {
 	if testing.Short() {
@@ -37,7 +38,7 @@ func TestE2EDrillNetns(t *testing.T) {
 	}
 	stdout, stderr, runErr := run("10ms")
 	if strings.Contains(stderr, "netem") {
-		t.Logf("NOTE: this kernel has no netem; playing the network scenarios without latency:\n%s", stderr)
+		t.Logf("NOTE: links cannot be shaped here; playing the network scenarios without latency:\n%s", stderr)
 		stdout, stderr, runErr = run("0")
 	}
 	if strings.Contains(stderr, "needs root and Linux network namespaces") {
