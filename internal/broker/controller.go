@@ -61,6 +61,7 @@ func (r *replication) controllerLoop(ctx context.Context) {
 	for {
 		if err := r.controllerBeat(ctx); err != nil && ctx.Err() == nil {
 			r.s.logger.Debug("controller heartbeat failed", "err", err)
+			r.stepDownWithoutLease()
 		}
 		select {
 		case <-ctx.Done():
@@ -204,4 +205,35 @@ func (r *replication) kickFollow() {
 	r.roleGen++
 	close(r.roleCh)
 	r.roleCh = make(chan struct{})
+}
+
+// stepDownWithoutLease demotes a master whose lease ended a while ago and
+// that cannot reach the controller: it acknowledges nothing anyway, and as a
+// replica it gives up the group's id-0 slot at the name servers, so that the
+// master the controller elected meanwhile can take it. It asks the
+// controller again every heartbeat and is made master again if the
+// controller still names it.
+func (r *replication) stepDownWithoutLease() {
+	until := r.leaseUntil.Load()
+	grace := 3 * r.s.opts.ControllerHeartbeatInterval
+	if until == 0 || time.Now().UnixNano() < until+grace.Nanoseconds() {
+		return
+	}
+	r.mu.Lock()
+	if !r.state.Master {
+		r.mu.Unlock()
+		return
+	}
+	r.leaseUntil.Store(0)
+	r.replicas = map[int64]*replicaPeer{}
+	r.setRoleLocked(false, r.replicaRegID())
+	r.follow = ""
+	err := r.persistLocked()
+	r.mu.Unlock()
+	if err != nil {
+		r.s.logger.Error("persisting the role after losing the lease", "err", err)
+	}
+	r.signalAcks()
+	r.s.logger.Warn("the controller lease ended and the controller is unreachable: stepping down to replica")
+	r.s.namesrvs.kickAll()
 }
