@@ -76,6 +76,8 @@ var brokerAliases = map[string]string{
 	"haMasterAddress":         "master-addr",
 	"enablePropertyFilter":    "enable-property-filter",
 	"traceTopicEnable":        "trace-topic-enable",
+	"accessKey":               "access-key",
+	"secretKey":               "secret-key",
 }
 
 // brokerConfConversions holds the RocketMQ broker.conf keys whose value
@@ -200,6 +202,13 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		"controller elects the group's master; a master acknowledges only while it holds its lease")
 	fs.DurationVar(&opts.ControllerHeartbeatInterval, "controller-heartbeat-interval", opts.ControllerHeartbeatInterval,
 		"period of the reports to the controller (about a third of its --master-lease-timeout)")
+	fs.StringVar(&opts.ACLFile, "acl-file", "",
+		"plain_acl.yml `file` (RocketMQ ACL 1.0): check every request against it, re-read on change\n"+
+			"(default: none, ACL off; see docs/security.md)")
+	fs.StringVar(&opts.AccessKey, "access-key", "",
+		"access `key` the broker signs its name-server requests with (config alias accessKey)")
+	fs.StringVar(&opts.SecretKey, "secret-key", "",
+		"secret `key` of --access-key; prefer the config file to the command line (config alias secretKey)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+

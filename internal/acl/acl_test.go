@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -134,9 +135,15 @@ func writeACL(t *testing.T, path, content string) {
 func TestACLCheckAndReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "plain_acl.yml")
 	writeACL(t, path, sampleACL)
-	c, err := Open(path, 10*time.Millisecond, nil)
+	c, err := Load(path, nil)
 	testutil.NoError(t, err)
-	t.Cleanup(c.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.WatchLoop(ctx, 10*time.Millisecond)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 
 	signed := func(ak, sk string, ext map[string]string, body []byte) Request {
 		e := map[string]string{}
@@ -204,7 +211,7 @@ func TestACLCheckAndReload(t *testing.T) {
 }
 
 func TestACLOpenMissingFile(t *testing.T) {
-	_, err := Open(filepath.Join(t.TempDir(), "none.yml"), 0, nil)
+	_, err := Load(filepath.Join(t.TempDir(), "none.yml"), nil)
 	testutil.True(t, err != nil, "missing file")
 }
 
@@ -219,11 +226,10 @@ func FuzzACLSignature(f *testing.F) {
 	if err := os.WriteFile(path, []byte("accounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n    defaultTopicPerm: PUB|SUB\n"), 0o600); err != nil {
 		f.Fatal(err)
 	}
-	c, err := Open(path, time.Hour, nil)
+	c, err := Load(path, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(c.Close)
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string, body []byte, secret string) {
 		ext := map[string]string{k1: v1, k2: v2}
 		_ = c.Check(Request{Ext: ext, Body: body, RemoteAddr: "127.0.0.1:1"})

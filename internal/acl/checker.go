@@ -2,6 +2,7 @@ package acl
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,57 +43,47 @@ type Request struct {
 	Resources []Resource
 }
 
-// Checker decides requests against a plain_acl.yml file and re-reads the
-// file when it changes: a bad new file is logged and the last good one
-// stays in force. Its methods are safe for concurrent use.
+// Checker decides requests against a plain_acl.yml file. WatchLoop
+// re-reads the file when it changes: a bad new file is logged and the last
+// good one stays in force. Its methods are safe for concurrent use.
 type Checker struct {
 	path   string
 	logger *slog.Logger
 
 	cfg      atomic.Pointer[compiled]
-	lastData []byte // guarded by reloadMu
 	reloadMu sync.Mutex
-
-	stopOnce sync.Once
-	stop     chan struct{}
-	done     chan struct{}
+	lastData []byte // guarded by reloadMu
 	reloads  atomic.Int64
 }
 
-// Open loads path and starts re-reading it every interval (0 means
-// DefaultReloadInterval) until Close. A missing or bad file is an error.
-func Open(path string, interval time.Duration, logger *slog.Logger) (*Checker, error) {
+// Load reads path; a missing or bad file is an error. Nothing runs until
+// the owner starts WatchLoop.
+func Load(path string, logger *slog.Logger) (*Checker, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if interval <= 0 {
-		interval = DefaultReloadInterval
-	}
-	c := &Checker{path: path, logger: logger.With("acl", path), stop: make(chan struct{}), done: make(chan struct{})}
+	c := &Checker{path: path, logger: logger.With("aclFile", path)}
 	if _, err := c.reload(); err != nil {
 		return nil, err
 	}
-	go c.reloadLoop(interval)
 	return c, nil
-}
-
-// Close stops re-reading the file. It is idempotent.
-func (c *Checker) Close() {
-	c.stopOnce.Do(func() { close(c.stop) })
-	<-c.done
 }
 
 // Reloads counts the successful loads (the first included), so tests can
 // wait for a change to be picked up.
 func (c *Checker) Reloads() int64 { return c.reloads.Load() }
 
-func (c *Checker) reloadLoop(interval time.Duration) {
-	defer close(c.done)
+// WatchLoop re-reads the file every interval (0 means
+// DefaultReloadInterval) until ctx ends.
+func (c *Checker) WatchLoop(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultReloadInterval
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 			changed, err := c.reload()

@@ -65,6 +65,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
@@ -91,7 +92,8 @@ type Server struct {
 	registry  *clientRegistry
 	pulls     *pullHolder
 	namesrvs  *registrar
-	notifyCh  chan string // consumer groups whose membership changed
+	acl       *acl.Checker // nil: ACL off
+	notifyCh  chan string  // consumer groups whose membership changed
 	gate      gate
 	bootTime  time.Time
 	putCount  atomic.Int64
@@ -216,6 +218,12 @@ func New(opts Options) (*Server, error) {
 	s.repl.client = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger})
 	s.repl.ctrlClient = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger,
 		Dial: opts.controllerDial})
+	if opts.ACLFile != "" {
+		if s.acl, err = acl.Load(opts.ACLFile, s.logger); err != nil {
+			return fail(fmt.Errorf("--acl-file: %w", err))
+		}
+		s.loops = append(s.loops, func(ctx context.Context) { s.acl.WatchLoop(ctx, 0) })
+	}
 	s.namesrvs = newRegistrar(s)
 	s.namesrvs.setAddrs(opts.NamesrvAddrs, nil)
 
@@ -370,6 +378,9 @@ func (s *Server) gated(h remoting.Handler) remoting.Handler {
 			return errorf(req, protocol.ServiceNotAvailable, "broker %s is shutting down", s.opts.BrokerName)
 		}
 		defer s.gate.leave()
+		if resp := s.checkACL(c, req); resp != nil {
+			return resp
+		}
 		return h(ctx, c, req)
 	}
 }

@@ -151,6 +151,15 @@ type Options struct {
 	// pull or CHECK_CLIENT_CONFIG is refused with SYSTEM_ERROR, as there.
 	EnablePropertyFilter bool
 
+	// ACLFile is a plain_acl.yml (RocketMQ ACL 1.0, docs/security.md); every
+	// request is then checked against it, and it is re-read when it changes.
+	// Empty (the default) turns the ACL off.
+	ACLFile string
+	// AccessKey and SecretKey sign the broker's own requests to name
+	// servers (registration, heartbeats); both or neither.
+	AccessKey string
+	SecretKey string
+
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -198,6 +207,9 @@ func (o *Options) validate() error {
 	def := NewOptions()
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if (o.AccessKey == "") != (o.SecretKey == "") {
+		bad("AccessKey (--access-key) and SecretKey (--secret-key) go together")
+	}
 	if o.Listen == "" {
 		bad("Listen (--listen) is required")
 	}

@@ -43,6 +43,13 @@ type Options struct {
 	// MaxFrameSize caps an incoming frame in bytes; 0 means the remoting
 	// default (16 MiB, RocketMQ's).
 	MaxFrameSize int
+	// ACLFile is a plain_acl.yml (RocketMQ ACL 1.0, docs/security.md); every
+	// request is then checked against it, and it is re-read when it changes.
+	// Empty (the default) turns the ACL off.
+	ACLFile string
+	// ACLReloadInterval is how often ACLFile is checked for changes; 0 means
+	// 1 s.
+	ACLReloadInterval time.Duration
 	// Logger receives the server's events; nil discards them. The server
 	// adds role=namesrv and idc=IDC to every line.
 	Logger *slog.Logger

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
@@ -25,6 +26,7 @@ type Server struct {
 	routes  *routeTable
 	kv      *kvStore
 	clients *clientRegistry
+	acl     *acl.Checker // nil: ACL off
 
 	lifeMu  sync.Mutex // guards started and stopped
 	started bool
@@ -57,6 +59,12 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var checker *acl.Checker
+	if opts.ACLFile != "" {
+		if checker, err = acl.Load(opts.ACLFile, logger); err != nil {
+			return nil, fmt.Errorf("namesrv: --acl-file: %w", err)
+		}
+	}
 	rs, err := remoting.NewServer(remoting.ServerOptions{
 		Listen:       opts.Listen,
 		MaxFrameSize: opts.MaxFrameSize,
@@ -73,6 +81,7 @@ func New(opts Options) (*Server, error) {
 		routes:  newRouteTable(opts.BrokerExpiry),
 		kv:      kv,
 		clients: newClientRegistry(),
+		acl:     checker,
 		stop:    make(chan struct{}),
 	}
 	rs.OnConnect(func(c *remoting.Conn) { c.OnClose(s.connClosed) })
@@ -100,7 +109,7 @@ func (s *Server) registerHandlers() {
 		protocol.GetClientsByIDC:               s.handleGetClientsByIDC,
 	}
 	for code, h := range handlers {
-		s.rs.Handle(int32(code), h)
+		s.rs.Handle(int32(code), s.checked(code, h))
 	}
 }
 
@@ -136,6 +145,13 @@ func (s *Server) Run(ctx context.Context) error {
 		defer s.wg.Done()
 		s.scanLoop()
 	}()
+	if s.acl != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.aclWatchLoop()
+		}()
+	}
 	s.logger.Info("name server serving", "addr", s.Addr(), "brokerExpiry", s.opts.BrokerExpiry,
 		"scanInterval", s.opts.ScanInterval, "clientExpiry", s.opts.ClientExpiry,
 		"kvConfig", s.opts.KVConfigPath, "kvEntries", s.kv.count())
