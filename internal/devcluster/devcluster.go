@@ -80,6 +80,12 @@ type Options struct {
 	// ReadyTimeout bounds Start's wait for every broker to be registered
 	// with every name server. Zero means 20 s.
 	ReadyTimeout time.Duration
+
+	// AccessKey and SecretKey sign the cluster's own checks and go into
+	// ClientConfig, for clusters whose Broker and Namesrv hooks turn the
+	// ACL on (they also have to give the brokers credentials). Empty: none.
+	AccessKey string
+	SecretKey string
 }
 
 // Cluster is a running multi-IDC cluster. Its methods are safe for
@@ -300,7 +306,8 @@ func (c *Cluster) BrokerAddr(n int) string {
 // IDC's address server first, then the others, and connections bound to
 // 127.0.n.1.
 func (c *Cluster) ClientConfig(n int) client.ClientConfig {
-	return client.ClientConfig{AddrsrvURLs: c.AddrsrvURLs(n), IDC: IDCName(n), LocalIP: c.Host(n)}
+	return client.ClientConfig{AddrsrvURLs: c.AddrsrvURLs(n), IDC: IDCName(n), LocalIP: c.Host(n),
+		AccessKey: c.opts.AccessKey, SecretKey: c.opts.SecretKey}
 }
 
 func (c *Cluster) port(offset int) int {
@@ -446,7 +453,7 @@ func (c *Cluster) WaitRegistered(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	for _, ns := range namesrvs {
-		if err := waitBrokersListed(ctx, ns, brokers); err != nil {
+		if err := waitBrokersListed(ctx, ns, brokers, c.opts.AccessKey, c.opts.SecretKey); err != nil {
 			return err
 		}
 	}
@@ -455,8 +462,9 @@ func (c *Cluster) WaitRegistered(ctx context.Context) error {
 
 // waitBrokersListed polls one name server's cluster info until it lists
 // every broker address.
-func waitBrokersListed(ctx context.Context, ns string, brokers []string) error {
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns}}})
+func waitBrokersListed(ctx context.Context, ns string, brokers []string, accessKey, secretKey string) error {
+	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns},
+		AccessKey: accessKey, SecretKey: secretKey}})
 	if err != nil {
 		return err
 	}
