@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -103,6 +104,12 @@ type ClientConfig struct {
 	// Both or neither; empty (the default) sends requests unsigned.
 	AccessKey string
 	SecretKey string
+
+	// TLS, if set, opens every name-server and broker connection with TLS
+	// using this config (set RootCAs to trust a private CA). Nil, the
+	// default, connects in plain TCP. Servers run with --tls-mode
+	// permissive accept both during a migration; see docs/security.md.
+	TLS *tls.Config
 }
 
 // ConfigError reports an invalid config field.

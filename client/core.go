@@ -61,6 +61,9 @@ func newCore(cfg ClientConfig, role string) (*core, error) {
 		}
 		dial = d.DialContext
 	}
+	if cfg.TLS != nil {
+		dial = remoting.TLSDialer(cfg.TLS, dial)
+	}
 	c.rc = remoting.NewClient(remoting.ClientOptions{
 		DialTimeout: cfg.DialTimeout,
 		Logger:      c.logger,

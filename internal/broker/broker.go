@@ -138,7 +138,16 @@ func New(opts Options) (*Server, error) {
 	}
 	logger = logger.With("role", "broker", "idc", opts.IDC, "broker", opts.BrokerName)
 
+	var serverTLS remoting.ServerTLS
+	if opts.TLSMode != remoting.TLSDisabled {
+		certs, err := remoting.NewCertReloader(opts.TLSCertFile, opts.TLSKeyFile, logger)
+		if err != nil {
+			return nil, fmt.Errorf("broker: --tls-cert/--tls-key: %w", err)
+		}
+		serverTLS = remoting.ServerTLS{Mode: opts.TLSMode, Config: certs.ServerConfig()}
+	}
 	rs, err := remoting.NewServer(remoting.ServerOptions{
+		TLS:    serverTLS,
 		Listen: opts.Listen,
 		// A frame holds at most one maximal message plus headers; batches
 		// are bounded by the same limit, so 16 MiB is ample unless the

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
 )
 
@@ -160,6 +162,16 @@ type Options struct {
 	AccessKey string
 	SecretKey string
 
+	// TLSMode serves TLS on Listen: disabled (the default), permissive (TLS
+	// and plain on the same port, for a migration) or enforcing.
+	// TLSCertFile and TLSKeyFile (PEM) are then required; they are re-read
+	// when they change.
+	TLSMode     remoting.TLSMode
+	TLSCertFile string
+	TLSKeyFile  string
+	// NamesrvTLS, when set, dials the name servers with TLS (nil: plain).
+	NamesrvTLS *tls.Config
+
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -207,6 +219,9 @@ func (o *Options) validate() error {
 	def := NewOptions()
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if o.TLSMode != remoting.TLSDisabled && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
+		bad("TLSMode (--tls-mode) %s needs TLSCertFile (--tls-cert) and TLSKeyFile (--tls-key)", o.TLSMode)
+	}
 	if (o.AccessKey == "") != (o.SecretKey == "") {
 		bad("AccessKey (--access-key) and SecretKey (--secret-key) go together")
 	}

@@ -53,13 +53,14 @@ type namesrvPeer struct {
 }
 
 func newRegistrar(s *Server) *registrar {
+	copts := remoting.ClientOptions{DialTimeout: s.opts.NamesrvTimeout, Logger: s.logger}
+	if s.opts.NamesrvTLS != nil {
+		copts.Dial = remoting.TLSDialer(s.opts.NamesrvTLS, nil)
+	}
 	return &registrar{
-		s: s,
-		client: remoting.NewClient(remoting.ClientOptions{
-			DialTimeout: s.opts.NamesrvTimeout,
-			Logger:      s.logger,
-		}),
-		peers: map[string]*namesrvPeer{},
+		s:      s,
+		client: remoting.NewClient(copts),
+		peers:  map[string]*namesrvPeer{},
 	}
 }
 

@@ -65,7 +65,16 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("namesrv: --acl-file: %w", err)
 		}
 	}
+	var serverTLS remoting.ServerTLS
+	if opts.TLSMode != remoting.TLSDisabled {
+		certs, err := remoting.NewCertReloader(opts.TLSCertFile, opts.TLSKeyFile, logger)
+		if err != nil {
+			return nil, fmt.Errorf("namesrv: --tls-cert/--tls-key: %w", err)
+		}
+		serverTLS = remoting.ServerTLS{Mode: opts.TLSMode, Config: certs.ServerConfig()}
+	}
 	rs, err := remoting.NewServer(remoting.ServerOptions{
+		TLS:          serverTLS,
 		Listen:       opts.Listen,
 		MaxFrameSize: opts.MaxFrameSize,
 		Logger:       logger,

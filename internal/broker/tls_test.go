@@ -1,0 +1,113 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/zonemq/zonemq/internal/namesrv"
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// tlsCluster starts a name server and a broker serving TLS in mode with a
+// self-signed certificate made for the test; the broker registers over
+// TLS. It returns a raw TLS client trusting the certificate.
+func tlsCluster(t *testing.T, mode remoting.TLSMode) (*namesrv.Server, *Server, *remoting.Client) {
+	t.Helper()
+	certFile, keyFile := testutil.SelfSignedCert(t, t.TempDir(), "zonemq", "127.0.1.1")
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", func(o *namesrv.Options) {
+		o.TLSMode, o.TLSCertFile, o.TLSKeyFile = mode, certFile, keyFile
+	})
+	clientTLS, err := remoting.ClientTLSConfig(certFile, false)
+	testutil.NoError(t, err)
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-tls", ns.Addr())
+	opts.TLSMode, opts.TLSCertFile, opts.TLSKeyFile = mode, certFile, keyFile
+	opts.NamesrvTLS = clientTLS
+	s := startBroker(t, opts)
+	raw := remoting.NewClient(remoting.ClientOptions{Dial: remoting.TLSDialer(clientTLS, nil)})
+	t.Cleanup(func() { raw.Close() })
+	return ns, s, raw
+}
+
+// TestBrokerTLSRocketMQClient: rocketmq-client-go with WithTls(true)
+// produces and consumes through a name server and broker that enforce TLS;
+// a plain connection is refused.
+func TestBrokerTLSRocketMQClient(t *testing.T) {
+	ns, s, raw := tlsCluster(t, remoting.TLSEnforcing)
+	const topic = "TlsTopic"
+	createTopic(t, raw, s.Addr(), topic, 2)
+	waitRoute(t, raw, ns.Addr(), topic, s)
+
+	plain := remoting.NewClient(remoting.ClientOptions{DialTimeout: 2 * time.Second})
+	defer plain.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err := plain.Invoke(ctx, s.Addr(), remoting.NewRequest(int32(protocol.GetBrokerRuntimeInfo), nil, nil))
+	cancel()
+	testutil.True(t, err != nil, "a plain request to an enforcing broker was answered")
+
+	p, err := producer.NewDefaultProducer(
+		producer.WithGroupName("tls_pg"),
+		producer.WithInstanceName(instanceName("tls-p"+runToken)),
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
+		producer.WithTls(true),
+		producer.WithRetry(2),
+	)
+	testutil.NoError(t, err, "NewDefaultProducer")
+	testutil.NoError(t, p.Start(), "producer Start")
+	t.Cleanup(func() { p.Shutdown() })
+	var want []string
+	for i := range 20 {
+		key := fmt.Sprintf("tls-%d", i)
+		want = append(want, key)
+		r, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(key)).WithKeys([]string{key}))
+		testutil.NoError(t, err, "SendSync over TLS")
+		testutil.Equal(t, r.Status, primitive.SendOK, "send status")
+	}
+
+	got := newReceived()
+	var once sync.Once
+	c, err := consumer.NewPushConsumer(
+		consumer.WithGroupName("tls_consumer"),
+		consumer.WithInstance(instanceName("tls-c"+runToken)),
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithTls(true),
+	)
+	testutil.NoError(t, err, "NewPushConsumer")
+	testutil.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			got.add(msgs...)
+			return consumer.ConsumeSuccess, nil
+		}), "Subscribe")
+	testutil.NoError(t, c.Start(), "consumer Start")
+	t.Cleanup(func() { once.Do(func() { c.Shutdown() }) })
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if m := missing(want, got); len(m) > 0 {
+			return fmt.Errorf("not consumed yet: %v", m)
+		}
+		return nil
+	})
+}
+
+// TestBrokerTLSPermissive: during a migration one port serves TLS and
+// plain clients side by side.
+func TestBrokerTLSPermissive(t *testing.T) {
+	ns, s, tlsRaw := tlsCluster(t, remoting.TLSPermissive)
+	const topic = "MixedTopic"
+	createTopic(t, tlsRaw, s.Addr(), topic, 1)
+	plain := newRawClient(t)
+	waitRoute(t, plain, ns.Addr(), topic, s)
+	waitRoute(t, tlsRaw, ns.Addr(), topic, s)
+	expectCode(t, sendRaw(t, plain, s.Addr(), topic, 0, nil, []byte("plain")), protocol.Success, "plain send")
+	expectCode(t, sendRaw(t, tlsRaw, s.Addr(), topic, 0, nil, []byte("tls")), protocol.Success, "TLS send")
+	msgs := decodeAll(t, pullRaw(t, plain, s.Addr(), "mixed_g", topic, 0, 0, "*", 32).Body)
+	testutil.Equal(t, len(msgs), 2, "messages stored from both clients")
+}
