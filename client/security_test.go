@@ -37,8 +37,10 @@ func TestSDKACLCredentials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 1, DataDir: t.TempDir(), Logger: testLogger(),
-		Namesrv:   func(_ int, o *namesrv.Options) { o.ACLFile = path },
-		Broker:    func(_ int, o *broker.Options) { o.ACLFile, o.AccessKey, o.SecretKey = path, "clusterAdmin", "clusterSecret" },
+		Namesrv: func(_ int, o *namesrv.Options) { o.ACLFile = path },
+		Broker: func(_ int, o *broker.Options) {
+			o.ACLFile, o.AccessKey, o.SecretKey = path, "clusterAdmin", "clusterSecret"
+		},
 		AccessKey: "clusterAdmin", SecretKey: "clusterSecret"})
 	testutil.NoError(t, err, "devcluster.Start")
 	t.Cleanup(func() { c.Close() })

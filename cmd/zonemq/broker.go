@@ -209,6 +209,8 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		"access `key` the broker signs its name-server requests with (config alias accessKey)")
 	fs.StringVar(&opts.SecretKey, "secret-key", "",
 		"secret `key` of --access-key; prefer the config file to the command line (config alias secretKey)")
+	serverTLS := addServerTLSFlags(fs)
+	namesrvTLS := addClientTLSFlags(fs, "namesrv-tls", "the name servers")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
@@ -268,6 +270,13 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		return nil, usagef("--flush: %v", err)
 	}
 	opts.Flush = mode
+	if opts.TLSMode, err = serverTLS.parse(); err != nil {
+		return nil, err
+	}
+	opts.TLSCertFile, opts.TLSKeyFile = serverTLS.cert, serverTLS.key
+	if opts.NamesrvTLS, err = namesrvTLS.config(); err != nil {
+		return nil, err
+	}
 	switch {
 	case opts.IDC == "":
 		return nil, usagef("--idc is required (the IDC this broker runs in)")

@@ -43,6 +43,7 @@ type clientFlags struct {
 	secretKey string
 
 	clientHeartbeat time.Duration
+	tls             *clientTLSFlags
 }
 
 // addClientFlags registers the shared client flags on fs, their defaults
@@ -68,6 +69,7 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 		"ACL access `key` to sign every request with (default $"+envAccessKey+")")
 	fs.StringVar(&f.secretKey, "secret-key", os.Getenv(envSecretKey),
 		"ACL secret `key` of --access-key; prefer $"+envSecretKey+" (the command line shows in ps)")
+	f.tls = addClientTLSFlags(fs, "tls", "name servers and brokers")
 	fs.StringVar(&f.logLevel, "log-level", "warn",
 		"SDK log `level` on stderr: debug, info, warn or error")
 	fs.String("config", "",
@@ -106,6 +108,11 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 		return cfg, usagef("--access-key and --secret-key go together (or $%s and $%s)", envAccessKey, envSecretKey)
 	}
 	cfg.AccessKey, cfg.SecretKey = f.accessKey, f.secretKey
+	tlsConfig, err := f.tls.config()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.TLS = tlsConfig
 	logger, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return cfg, err

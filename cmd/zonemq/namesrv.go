@@ -76,6 +76,7 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 	fs.StringVar(&opts.ACLFile, "acl-file", "",
 		"plain_acl.yml `file` (RocketMQ ACL 1.0): check every request against it, re-read on change\n"+
 			"(default: none, ACL off; see docs/security.md)")
+	serverTLS := addServerTLSFlags(fs)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
@@ -84,6 +85,11 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 	if err := parseFlags(fs, args, namesrvAliases); err != nil {
 		return opts, nil, "", err
 	}
+	mode, err := serverTLS.parse()
+	if err != nil {
+		return opts, nil, "", err
+	}
+	opts.TLSMode, opts.TLSCertFile, opts.TLSKeyFile = mode, serverTLS.cert, serverTLS.key
 	return opts, ctrl, *logLevel, nil
 }
 
