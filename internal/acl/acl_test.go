@@ -249,3 +249,17 @@ func FuzzACLSignature(f *testing.F) {
 		}
 	})
 }
+
+// TestACLContribExample: the shipped example parses and means what its
+// comments say.
+func TestACLContribExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "contrib", "plain_acl.yml.example"))
+	testutil.NoError(t, err)
+	cfg, err := ParseConfig(data)
+	testutil.NoError(t, err)
+	testutil.True(t, cfg.Accounts["zonemqAdmin"].Admin, "zonemqAdmin is admin")
+	app := cfg.Accounts["appUser01"]
+	testutil.True(t, app.allows(Resource{Name: "orders", Perm: Pub}), "appUser01 may send to orders")
+	testutil.True(t, !app.allows(Resource{Name: "other", Perm: Sub}), "appUser01 may not read other")
+	testutil.True(t, app.allows(Resource{Name: "billing", Group: true, Perm: Sub}), "appUser01 group billing")
+}
