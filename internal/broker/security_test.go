@@ -207,3 +207,35 @@ func TestBrokerACLRocketMQClient(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBrokerRouteHealsAfterForeignDelete: a client's DELETE_TOPIC_IN_NAMESRV
+// of a topic the broker still hosts is undone by the broker itself at its
+// next heartbeat (the name server asks it for a full registration), long
+// before its periodic registration; a forged REGISTER_BROKER for it from
+// another connection, with an empty topic table, changes nothing. ACL off.
+func TestBrokerRouteHealsAfterForeignDelete(t *testing.T) {
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-heal", ns.Addr())
+	opts.RegisterInterval = time.Hour
+	s := startBroker(t, opts)
+	raw := newRawClient(t)
+	const topic = "HealTopic"
+	createTopic(t, raw, s.Addr(), topic, 2)
+	waitRoute(t, raw, ns.Addr(), topic, s)
+
+	attacker := newRawClient(t)
+	del := protocol.DeleteTopicFromNamesrvRequestHeader{Topic: topic}
+	expectCode(t, invoke(t, attacker, ns.Addr(), protocol.DeleteTopicInNamesrv, del.Ext(), nil), protocol.Success, "delete in namesrv")
+	waitRoute(t, raw, ns.Addr(), topic, s)
+
+	h := protocol.RegisterBrokerRequestHeader{BrokerName: "broker-heal", BrokerAddr: "127.0.9.1:10911",
+		ClusterName: protocol.DefaultCluster, ZoneName: "idcEVIL"}
+	for range 10 {
+		expectCode(t, invoke(t, attacker, ns.Addr(), protocol.RegisterBroker, h.Ext(), []byte(`{"topicConfigSerializeWrapper":{"topicConfigTable":{}}}`)),
+			protocol.NoPermission, "forged registration")
+	}
+	addr, zone, err := registeredAt(t, raw, ns.Addr(), "broker-heal")
+	testutil.NoError(t, err)
+	testutil.Equal(t, addr+" "+zone, s.Addr()+" idc1", "registered address and IDC")
+	waitRoute(t, raw, ns.Addr(), topic, s)
+}
