@@ -224,7 +224,11 @@ func New(opts Options) (*Server, error) {
 	if s.repl, err = newReplication(s); err != nil {
 		return fail(err)
 	}
-	s.repl.client = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger})
+	replOpts := remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger}
+	if opts.NamesrvTLS != nil {
+		replOpts.Dial = remoting.TLSDialer(opts.NamesrvTLS, nil)
+	}
+	s.repl.client = remoting.NewClient(replOpts)
 	s.repl.ctrlClient = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger,
 		Dial: opts.controllerDial})
 	if opts.ACLFile != "" {

@@ -169,7 +169,9 @@ type Options struct {
 	TLSMode     remoting.TLSMode
 	TLSCertFile string
 	TLSKeyFile  string
-	// NamesrvTLS, when set, dials the name servers with TLS (nil: plain).
+	// NamesrvTLS, when set, dials the name servers, https:// address
+	// servers and the other brokers of the group (replication) with TLS
+	// (nil: plain). One client config for the cluster's servers.
 	NamesrvTLS *tls.Config
 
 	// Logger receives the broker's log; nil discards it.

@@ -22,6 +22,13 @@ var adminCodes = map[protocol.RequestCode]bool{
 	protocol.ResetConsumerClientOffset:      true,
 	protocol.InvokeBrokerToResetOffset:      true,
 	protocol.WipeWritePermOfBroker:          true,
+	// Replication between the brokers of a group: only brokers (with an
+	// admin account) may fetch a log, push metadata or move the master.
+	protocol.ReplicaHello:    true,
+	protocol.ReplicaFetch:    true,
+	protocol.ReplicaSyncMeta: true,
+	protocol.ReplicaSwitch:   true,
+	protocol.ReplicaPromote:  true,
 }
 
 // aclRequest describes req for the ACL: the topics and groups it touches
@@ -102,8 +109,9 @@ func (s *Server) checkACL(c *remoting.Conn, req *remoting.Command) *remoting.Com
 	return errorf(req, protocol.NoPermission, "%s", err.Error())
 }
 
-// signRequest signs a request the broker sends (to name servers) with the
-// broker's own credentials, when it has them. Call it last.
+// signRequest signs a request the broker sends (to name servers, and to
+// the other brokers of its group) with the broker's own credentials, when
+// it has them. Call it last.
 func (s *Server) signRequest(req *remoting.Command) *remoting.Command {
 	if s.opts.AccessKey == "" {
 		return req

@@ -144,3 +144,44 @@ func TestNamesrvRegisterTopicCannotPoisonSystemTopics(t *testing.T) {
 	r, _ = getRoute(t, c, ns.Addr(), "TopicA", nil)
 	testutil.Equal(t, r.QueueDatas[0].Perm, protocol.PermReadWrite, "perm of TopicA after the registration")
 }
+
+// TestNamesrvSwitchoverSwapsSlots: the master (id 0) and its replica (id 1)
+// swap ids in a switchover, in either order, each from its own connection:
+// the first request is refused while the other slot is live, the second
+// is agreed as a swap, the retry of the first succeeds. A third connection
+// that holds nothing the others want still takes nothing.
+func TestNamesrvSwitchoverSwapsSlots(t *testing.T) {
+	for _, replicaFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("replicaFirst=%v", replicaFirst), func(t *testing.T) {
+			ns := startNamesrv(t, "127.0.1.1", "idc1", nil)
+			a := newFakeBroker(t, "broker-a", "127.0.1.1:10911", "idc1")
+			b := newFakeBroker(t, "broker-a", "127.0.2.1:10911", "idc2")
+			b.id = 1
+			a.mustRegister(ns.Addr(), map[string]int{"TopicA": 4}, 1)
+			b.mustRegister(ns.Addr(), map[string]int{"TopicA": 4}, 1)
+
+			thief := newFakeBroker(t, "broker-a", "127.0.9.1:10911", "idcEVIL")
+			thief.id = 7
+			thief.mustRegister(ns.Addr(), nil, 1)
+			thief.id = 0
+			wantCode(t, thief.register(ns.Addr(), topicTable(nil), 1), protocol.NoPermission)
+
+			a.id, b.id = 1, 0
+			first, second := a, b
+			if replicaFirst {
+				first, second = b, a
+			}
+			wantCode(t, first.register(ns.Addr(), topicTable(map[string]int{"TopicA": 4}), 2), protocol.NoPermission)
+			second.mustRegister(ns.Addr(), map[string]int{"TopicA": 4}, 2)
+			first.mustRegister(ns.Addr(), map[string]int{"TopicA": 4}, 2)
+
+			_, addrs := routeGroup(t, ns.Addr(), "TopicA", "broker-a")
+			testutil.Equal(t, addrs[0], "127.0.2.1:10911", "new master")
+			testutil.Equal(t, addrs[1], "127.0.1.1:10911", "old master, now replica 1")
+			wantCode(t, a.heartbeat(ns.Addr()), protocol.Success)
+			wantCode(t, b.heartbeat(ns.Addr()), protocol.Success)
+			// The thief's earlier claim on id 0 gives it nothing now either.
+			wantCode(t, thief.register(ns.Addr(), topicTable(nil), 1), protocol.NoPermission)
+		})
+	}
+}

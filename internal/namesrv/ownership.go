@@ -22,7 +22,12 @@ import (
 //     that does not own the broker change nothing.
 //
 // A replica (same name, another id) registers its own slot from its own
-// connection. A broker that restarts registers again at once when its old
+// connection. Two members of a group may swap slots (a switchover: the
+// master steps down to the replica's id and the replica becomes id 0): a
+// registration refused because its slot is held is remembered for
+// ClaimWindow as a claim, and the holder may then take the claimant's slot
+// in exchange. Both holders have to ask, so a connection that holds no slot
+// the other side wants can never take one. A broker that restarts registers again at once when its old
 // connection closed (a crash closes it too); only a broker whose host
 // vanished without closing the connection waits out its expiry.
 
@@ -30,6 +35,18 @@ import (
 // a registration cannot hold its slot for longer than this after its
 // broker went silent.
 const MaxBrokerTimeout = 2 * time.Minute
+
+// ClaimWindow is how long a refused registration counts as a claim that
+// the holder of the claimed slot may answer with a swap.
+const ClaimWindow = 10 * time.Second
+
+// slotClaim is a registration refused because another live connection
+// held its slot.
+type slotClaim struct {
+	brokerName string
+	brokerID   int64
+	at         time.Time
+}
 
 // errRegistrationHeld is returned for a registration or unregistration of
 // a live broker from a connection that does not own it.
@@ -58,7 +75,10 @@ func heldElsewhere(live *brokerLive, conn *remoting.Conn, now time.Time) bool {
 func (t *routeTable) checkRegisterOwnerLocked(h *protocol.RegisterBrokerRequestHeader, conn *remoting.Conn, now time.Time) error {
 	if bd := t.brokerAddrTable[h.BrokerName]; bd != nil {
 		if old, ok := bd.BrokerAddrs[h.BrokerID]; ok {
-			if live := t.brokerLiveTable[old]; heldElsewhere(live, conn, now) {
+			if live := t.brokerLiveTable[old]; heldElsewhere(live, conn, now) && !t.swapAgreedLocked(live.conn, h.BrokerName, conn, now) {
+				if conn != nil {
+					t.claims[conn] = slotClaim{brokerName: h.BrokerName, brokerID: h.BrokerID, at: now}
+				}
 				return fmt.Errorf("%w: broker %s id %d is live at %s, registered from %s; another connection may take it only after that one closes or the broker expires (%v)",
 					errRegistrationHeld, h.BrokerName, h.BrokerID, old, live.conn.RemoteAddr(), live.timeout)
 			}
@@ -69,6 +89,23 @@ func (t *routeTable) checkRegisterOwnerLocked(h *protocol.RegisterBrokerRequestH
 			errRegistrationHeld, h.BrokerAddr, live.brokerName, live.brokerID, live.conn.RemoteAddr(), live.timeout)
 	}
 	return nil
+}
+
+// swapAgreedLocked reports whether holder (the connection holding the
+// slot conn asks for) recently claimed a slot of group brokerName that conn
+// holds: both sides of a switchover asked, so the exchange goes ahead.
+// Caller holds t.mu.
+func (t *routeTable) swapAgreedLocked(holder *remoting.Conn, brokerName string, conn *remoting.Conn, now time.Time) bool {
+	c, ok := t.claims[holder]
+	if !ok || conn == nil || c.brokerName != brokerName || now.Sub(c.at) > ClaimWindow {
+		return false
+	}
+	bd := t.brokerAddrTable[brokerName]
+	if bd == nil {
+		return false
+	}
+	live := t.brokerLiveTable[bd.BrokerAddrs[c.brokerID]]
+	return live != nil && live.conn == conn
 }
 
 // ownsLocked reports whether a request about live over conn may change it:

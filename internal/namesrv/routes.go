@@ -55,6 +55,9 @@ type routeTable struct {
 	// connBrokers: connection → broker addresses registered over it, so a
 	// closed connection removes exactly its brokers.
 	connBrokers map[*remoting.Conn]map[string]struct{}
+	// claims: connection → its latest registration refused for a held
+	// slot (see ownership.go).
+	claims map[*remoting.Conn]slotClaim
 }
 
 func newRouteTable(defaultExpiry time.Duration) *routeTable {
@@ -66,6 +69,7 @@ func newRouteTable(defaultExpiry time.Duration) *routeTable {
 		brokerLiveTable:   make(map[string]*brokerLive),
 		filterServerTable: make(map[string][]string),
 		connBrokers:       make(map[*remoting.Conn]map[string]struct{}),
+		claims:            make(map[*remoting.Conn]slotClaim),
 	}
 }
 
@@ -165,6 +169,7 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 		live.needFull = false
 	}
 	t.trackConnLocked(h.BrokerAddr, live, conn)
+	delete(t.claims, conn)
 
 	if len(reg.filterServers) > 0 {
 		t.filterServerTable[h.BrokerAddr] = slices.Clone(reg.filterServers)
@@ -332,6 +337,7 @@ func (t *routeTable) connClosedRemove(conn *remoting.Conn) []removal {
 		}
 	}
 	delete(t.connBrokers, conn)
+	delete(t.claims, conn)
 	return out
 }
 
