@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -110,4 +112,39 @@ func TestBrokerTLSPermissive(t *testing.T) {
 	expectCode(t, sendRaw(t, tlsRaw, s.Addr(), topic, 0, nil, []byte("tls")), protocol.Success, "TLS send")
 	msgs := decodeAll(t, pullRaw(t, plain, s.Addr(), "mixed_g", topic, 0, 0, "*", 32).Body)
 	testutil.Equal(t, len(msgs), 2, "messages stored from both clients")
+}
+
+// TestBrokerReplicationUnderACLAndTLS: a master and its replica that
+// enforce TLS and an ACL replicate with the brokers' admin credentials
+// over TLS; a client's send reaches the replica; an application account
+// cannot use the replication codes.
+func TestBrokerReplicationUnderACLAndTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := testutil.SelfSignedCert(t, dir, "zonemq", "127.0.1.1", "127.0.2.1")
+	aclFile := filepath.Join(dir, "plain_acl.yml")
+	testutil.NoError(t, os.WriteFile(aclFile, []byte(testACL), 0o600))
+	clientTLS, err := remoting.ClientTLSConfig(certFile, false)
+	testutil.NoError(t, err)
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", func(o *namesrv.Options) {
+		o.TLSMode, o.TLSCertFile, o.TLSKeyFile, o.ACLFile = remoting.TLSEnforcing, certFile, keyFile, aclFile
+	})
+	secure := func(o Options) Options {
+		o.TLSMode, o.TLSCertFile, o.TLSKeyFile, o.NamesrvTLS = remoting.TLSEnforcing, certFile, keyFile, clientTLS
+		o.ACLFile, o.AccessKey, o.SecretKey = aclFile, aclAdminKey, aclAdminSecret
+		return o
+	}
+	master, _ := runBroker(t, secure(groupOptions(t, 1, "broker-sec", 0, ReplicationSync, ns.Addr())))
+	replica, _ := runBroker(t, secure(groupOptions(t, 2, "broker-sec", 1, ReplicationSync, ns.Addr())))
+	raw := remoting.NewClient(remoting.ClientOptions{Dial: remoting.TLSDialer(clientTLS, nil)})
+	t.Cleanup(func() { raw.Close() })
+
+	create := protocol.CreateTopicRequestHeader{Topic: aclTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	expectCode(t, signedInvoke(t, raw, master.Addr(), protocol.UpdateAndCreateTopic, create.Ext(), nil, aclAdminKey, aclAdminSecret), protocol.Success, "create")
+	waitInSync(t, master, 1)
+	h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: aclTopic, BornTimestamp: time.Now().UnixMilli()}
+	expectCode(t, signedInvoke(t, raw, master.Addr(), protocol.SendMessage, h.Ext(), []byte("replicated"), aclAppKey, aclAppSecret), protocol.Success, "sync send")
+	waitCaughtUp(t, master, replica)
+
+	fetch := protocol.ReplicaFetchRequestHeader{BrokerName: "broker-sec", ReplicaID: 5, Offset: 0, MaxBytes: 1024}
+	expectCode(t, signedInvoke(t, raw, master.Addr(), protocol.ReplicaFetch, fetch.Ext(), nil, aclAppKey, aclAppSecret), protocol.NoPermission, "replica fetch by an application")
 }
