@@ -43,6 +43,16 @@ func tlsCluster(t *testing.T, mode remoting.TLSMode) (*namesrv.Server, *Server, 
 // produces and consumes through a name server and broker that enforce TLS;
 // a plain connection is refused.
 func TestBrokerTLSRocketMQClient(t *testing.T) {
+	// WithTls writes through a pointer to rocketmq-client-go's package-level
+	// default remoting config, so it would turn TLS on for every client the
+	// rest of this test binary creates. Registered first, this cleanup runs
+	// last, after this test's clients have shut down, and turns it off again.
+	t.Cleanup(func() {
+		if _, err := producer.NewDefaultProducer(producer.WithTls(false),
+			producer.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:1"}))); err != nil {
+			t.Errorf("resetting rocketmq-client-go's TLS default: %v", err)
+		}
+	})
 	ns, s, raw := tlsCluster(t, remoting.TLSEnforcing)
 	const topic = "TlsTopic"
 	createTopic(t, raw, s.Addr(), topic, 2)
