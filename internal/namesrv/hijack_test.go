@@ -148,7 +148,8 @@ func TestNamesrvRegisterTopicCannotPoisonSystemTopics(t *testing.T) {
 // TestNamesrvSwitchoverSwapsSlots: the master (id 0) and its replica (id 1)
 // swap ids in a switchover, in either order, each from its own connection:
 // the first request is refused while the other slot is live, the second
-// is agreed as a swap, the retry of the first succeeds. A third connection
+// is agreed as a swap and applies both at once, the retry of the first
+// changes nothing. A third connection
 // that holds nothing the others want still takes nothing.
 func TestNamesrvSwitchoverSwapsSlots(t *testing.T) {
 	for _, replicaFirst := range []bool{true, false} {
@@ -173,11 +174,13 @@ func TestNamesrvSwitchoverSwapsSlots(t *testing.T) {
 			}
 			wantCode(t, first.register(ns.Addr(), topicTable(map[string]int{"TopicA": 4}), 2), protocol.NoPermission)
 			second.mustRegister(ns.Addr(), map[string]int{"TopicA": 4}, 2)
-			first.mustRegister(ns.Addr(), map[string]int{"TopicA": 4}, 2)
-
+			// The agreed swap applied both registrations at once: no gap.
 			_, addrs := routeGroup(t, ns.Addr(), "TopicA", "broker-a")
 			testutil.Equal(t, addrs[0], "127.0.2.1:10911", "new master")
 			testutil.Equal(t, addrs[1], "127.0.1.1:10911", "old master, now replica 1")
+			first.mustRegister(ns.Addr(), map[string]int{"TopicA": 4}, 2)
+			_, addrs = routeGroup(t, ns.Addr(), "TopicA", "broker-a")
+			testutil.Equal(t, fmt.Sprint(addrs), "map[0:127.0.2.1:10911 1:127.0.1.1:10911]", "after the retry")
 			wantCode(t, a.heartbeat(ns.Addr()), protocol.Success)
 			wantCode(t, b.heartbeat(ns.Addr()), protocol.Success)
 			// The thief's earlier claim on id 0 gives it nothing now either.

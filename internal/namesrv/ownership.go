@@ -37,15 +37,18 @@ import (
 const MaxBrokerTimeout = 2 * time.Minute
 
 // ClaimWindow is how long a refused registration counts as a claim that
-// the holder of the claimed slot may answer with a swap.
+// the holder of the claimed slot may answer with a swap; the swap applies
+// both registrations at once.
 const ClaimWindow = 10 * time.Second
 
 // slotClaim is a registration refused because another live connection
-// held its slot.
+// held its slot, kept whole so that an agreed swap can apply it.
 type slotClaim struct {
 	brokerName string
 	brokerID   int64
 	at         time.Time
+	header     *protocol.RegisterBrokerRequestHeader
+	reg        *brokerRegistration
 }
 
 // errRegistrationHeld is returned for a registration or unregistration of
@@ -71,24 +74,34 @@ func heldElsewhere(live *brokerLive, conn *remoting.Conn, now time.Time) bool {
 }
 
 // checkRegisterOwnerLocked refuses h from conn when its (name, id) slot or
-// its address is held by another live connection. Caller holds t.mu.
-func (t *routeTable) checkRegisterOwnerLocked(h *protocol.RegisterBrokerRequestHeader, conn *remoting.Conn, now time.Time) error {
+// its address is held by another live connection, recording the refusal
+// as a claim. When the holder had claimed conn's slot, the swap is agreed
+// and the holder's connection is returned, to apply its claim too. Caller
+// holds t.mu.
+func (t *routeTable) checkRegisterOwnerLocked(h *protocol.RegisterBrokerRequestHeader, conn *remoting.Conn, reg *brokerRegistration, now time.Time) (*remoting.Conn, error) {
+	var swapWith *remoting.Conn
 	if bd := t.brokerAddrTable[h.BrokerName]; bd != nil {
 		if old, ok := bd.BrokerAddrs[h.BrokerID]; ok {
-			if live := t.brokerLiveTable[old]; heldElsewhere(live, conn, now) && !t.swapAgreedLocked(live.conn, h.BrokerName, conn, now) {
-				if conn != nil {
-					t.claims[conn] = slotClaim{brokerName: h.BrokerName, brokerID: h.BrokerID, at: now}
+			live := t.brokerLiveTable[old]
+			if heldElsewhere(live, conn, now) {
+				if t.swapAgreedLocked(live.conn, h.BrokerName, conn, now) {
+					swapWith = live.conn
+				} else {
+					if conn != nil {
+						hc := *h
+						t.claims[conn] = slotClaim{brokerName: h.BrokerName, brokerID: h.BrokerID, at: now, header: &hc, reg: reg}
+					}
+					return nil, fmt.Errorf("%w: broker %s id %d is live at %s, registered from %s; another connection may take it only after that one closes or the broker expires (%v)",
+						errRegistrationHeld, h.BrokerName, h.BrokerID, old, live.conn.RemoteAddr(), live.timeout)
 				}
-				return fmt.Errorf("%w: broker %s id %d is live at %s, registered from %s; another connection may take it only after that one closes or the broker expires (%v)",
-					errRegistrationHeld, h.BrokerName, h.BrokerID, old, live.conn.RemoteAddr(), live.timeout)
 			}
 		}
 	}
 	if live := t.brokerLiveTable[h.BrokerAddr]; heldElsewhere(live, conn, now) {
-		return fmt.Errorf("%w: address %s is live as broker %s id %d, registered from %s; another connection may take it only after that one closes or the broker expires (%v)",
+		return nil, fmt.Errorf("%w: address %s is live as broker %s id %d, registered from %s; another connection may take it only after that one closes or the broker expires (%v)",
 			errRegistrationHeld, h.BrokerAddr, live.brokerName, live.brokerID, live.conn.RemoteAddr(), live.timeout)
 	}
-	return nil
+	return swapWith, nil
 }
 
 // swapAgreedLocked reports whether holder (the connection holding the

@@ -90,9 +90,27 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 	if conn != nil && connClosed(conn) {
 		return res, errConnClosed
 	}
-	if err := t.checkRegisterOwnerLocked(h, conn, now); err != nil {
+	swapWith, err := t.checkRegisterOwnerLocked(h, conn, reg, now)
+	if err != nil {
 		return res, err
 	}
+	res = t.applyRegistrationLocked(h, reg, conn, now)
+	if swapWith != nil {
+		// The other side of an agreed swap asked first and was refused:
+		// apply its registration now, so the group never shows a gap.
+		c := t.claims[swapWith]
+		delete(t.claims, swapWith)
+		if !connClosed(swapWith) {
+			t.applyRegistrationLocked(c.header, c.reg, swapWith, now)
+		}
+	}
+	return res, nil
+}
+
+// applyRegistrationLocked records an accepted REGISTER_BROKER. Caller
+// holds t.mu.
+func (t *routeTable) applyRegistrationLocked(h *protocol.RegisterBrokerRequestHeader, reg *brokerRegistration, conn *remoting.Conn, now time.Time) registerResult {
+	var res registerResult
 	// Only a new group or its master (id 0) decides the group's cluster and
 	// IDC: a replica registering, or anyone else, cannot move it.
 	_, exists := t.brokerAddrTable[h.BrokerName]
@@ -183,7 +201,7 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 			res.haServerAddr = m.haServerAddr
 		}
 	}
-	return res, nil
+	return res
 }
 
 // loadTopicsLocked makes brokerName's queue data equal to topics: a master's
