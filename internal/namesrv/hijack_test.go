@@ -180,7 +180,7 @@ func TestNamesrvSwitchoverSwapsSlots(t *testing.T) {
 			testutil.Equal(t, addrs[1], "127.0.1.1:10911", "old master, now replica 1")
 			first.mustRegister(ns.Addr(), map[string]int{"TopicA": 4}, 2)
 			_, addrs = routeGroup(t, ns.Addr(), "TopicA", "broker-a")
-			testutil.Equal(t, fmt.Sprint(addrs), "map[0:127.0.2.1:10911 1:127.0.1.1:10911]", "after the retry")
+			testutil.Equal(t, addrs[0]+" "+addrs[1], "127.0.2.1:10911 127.0.1.1:10911", "ids 0 and 1 after the retry")
 			wantCode(t, a.heartbeat(ns.Addr()), protocol.Success)
 			wantCode(t, b.heartbeat(ns.Addr()), protocol.Success)
 			// The thief's earlier claim on id 0 gives it nothing now either.
