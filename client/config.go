@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -96,6 +97,19 @@ type ClientConfig struct {
 	// brokers, which a producer needs to fail over to another IDC inside
 	// one send call; see docs/client.md.
 	ZoneMode bool
+
+	// AccessKey and SecretKey sign every request with RocketMQ ACL 1.0
+	// (AccessKey and Signature ext fields, as rocketmq-client-go's
+	// primitive.Credentials does) for servers that run with an ACL file.
+	// Both or neither; empty (the default) sends requests unsigned.
+	AccessKey string
+	SecretKey string
+
+	// TLS, if set, opens every name-server and broker connection with TLS
+	// using this config (set RootCAs to trust a private CA). Nil, the
+	// default, connects in plain TCP. Servers run with --tls-mode
+	// permissive accept both during a migration; see docs/security.md.
+	TLS *tls.Config
 }
 
 // ConfigError reports an invalid config field.
@@ -136,6 +150,9 @@ func (c ClientConfig) normalize() (ClientConfig, error) {
 		if err := idc.CheckName(c.IDC); err != nil {
 			return c, &ConfigError{"IDC", err.Error()}
 		}
+	}
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		return c, &ConfigError{"AccessKey", "AccessKey and SecretKey go together"}
 	}
 	if c.LocalIP != "" && net.ParseIP(c.LocalIP) == nil {
 		return c, &ConfigError{"LocalIP", fmt.Sprintf("%q is not an IP address", c.LocalIP)}

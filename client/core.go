@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/idc"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
@@ -58,6 +60,9 @@ func newCore(cfg ClientConfig, role string) (*core, error) {
 			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(cfg.LocalIP)}
 		}
 		dial = d.DialContext
+	}
+	if cfg.TLS != nil {
+		dial = remoting.TLSDialer(cfg.TLS, dial)
 	}
 	c.rc = remoting.NewClient(remoting.ClientOptions{
 		DialTimeout: cfg.DialTimeout,
@@ -202,7 +207,7 @@ func (c *core) invoke(ctx context.Context, addr string, req *remoting.Command, t
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	code := protocol.RequestCode(req.Code)
-	resp, err := c.rc.Invoke(ictx, addr, req)
+	resp, err := c.rc.Invoke(ictx, addr, c.sign(req))
 	switch {
 	case err == nil:
 		return resp, nil
@@ -225,4 +230,18 @@ func request(code protocol.RequestCode, ext map[string]string, body []byte) *rem
 	req := remoting.NewRequest(int32(code), ext, body)
 	req.Serialize = remoting.SerializeRocketMQ
 	return req
+}
+
+// sign returns req signed for the ACL when the client has credentials,
+// else req itself. It signs a copy, so one request may be sent to several
+// servers at once; call it last, after every field and the body are final.
+func (c *core) sign(req *remoting.Command) *remoting.Command {
+	if c.cfg.AccessKey == "" {
+		return req
+	}
+	signed := *req
+	signed.ExtFields = make(map[string]string, len(req.ExtFields)+2)
+	maps.Copy(signed.ExtFields, req.ExtFields)
+	acl.Sign(signed.ExtFields, signed.Body, c.cfg.AccessKey, c.cfg.SecretKey)
+	return &signed
 }

@@ -67,8 +67,10 @@ func newNameServers(c *core) *nameServers {
 		dial = d.DialContext
 	}
 	n.http = &http.Client{
-		Timeout:   c.cfg.RequestTimeout,
-		Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
+		Timeout: c.cfg.RequestTimeout,
+		// TLS also verifies https:// address servers (same CA as the cluster).
+		Transport: &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute,
+			TLSClientConfig: c.cfg.TLS},
 	}
 	for _, a := range c.cfg.NamesrvAddrs {
 		n.list = append(n.list, nameServer{Addr: a, Alive: true})

@@ -389,7 +389,7 @@ func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*Sen
 	if out.oneway {
 		octx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		if err := s.c.rc.InvokeOneway(octx, addr, req); err != nil {
+		if err := s.c.rc.InvokeOneway(octx, addr, s.c.sign(req)); err != nil {
 			return nil, transportError(out.code.String(), addr, err)
 		}
 		return &SendResult{MsgID: out.msgID, Queue: MessageQueue{Topic: out.topic, BrokerName: q.broker.name, QueueID: q.queueID},

@@ -79,6 +79,8 @@ func parseAddrsrvArgs(args []string, stderr io.Writer) (addrsrv.Options, string,
 			"0 means min(--probe-interval, 400ms)")
 	fs.IntVar(&opts.DownAfter, "down-after", opts.DownAfter,
 		"consecutive missed probes that mark a name server down (one answer marks it up)")
+	serverTLS := addServerTLSFlags(fs)
+	probeTLS := addClientTLSFlags(fs, "probe-tls", "the name servers it probes")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
@@ -88,6 +90,14 @@ func parseAddrsrvArgs(args []string, stderr io.Writer) (addrsrv.Options, string,
 	}
 	if err := opts.Validate(); err != nil {
 		return opts, "", usagef("%v", err)
+	}
+	mode, err := serverTLS.parse()
+	if err != nil {
+		return opts, "", err
+	}
+	opts.TLSMode, opts.TLSCertFile, opts.TLSKeyFile = mode, serverTLS.cert, serverTLS.key
+	if opts.ProbeTLS, err = probeTLS.config(); err != nil {
+		return opts, "", err
 	}
 	return opts, *logLevel, nil
 }

@@ -76,6 +76,8 @@ var brokerAliases = map[string]string{
 	"haMasterAddress":         "master-addr",
 	"enablePropertyFilter":    "enable-property-filter",
 	"traceTopicEnable":        "trace-topic-enable",
+	"accessKey":               "access-key",
+	"secretKey":               "secret-key",
 }
 
 // brokerConfConversions holds the RocketMQ broker.conf keys whose value
@@ -200,6 +202,15 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		"controller elects the group's master; a master acknowledges only while it holds its lease")
 	fs.DurationVar(&opts.ControllerHeartbeatInterval, "controller-heartbeat-interval", opts.ControllerHeartbeatInterval,
 		"period of the reports to the controller (about a third of its --master-lease-timeout)")
+	fs.StringVar(&opts.ACLFile, "acl-file", "",
+		"plain_acl.yml `file` (RocketMQ ACL 1.0): check every request against it, re-read on change\n"+
+			"(default: none, ACL off; see docs/security.md)")
+	fs.StringVar(&opts.AccessKey, "access-key", "",
+		"access `key` the broker signs its name-server requests with (config alias accessKey)")
+	fs.StringVar(&opts.SecretKey, "secret-key", "",
+		"secret `key` of --access-key; prefer the config file to the command line (config alias secretKey)")
+	serverTLS := addServerTLSFlags(fs)
+	namesrvTLS := addClientTLSFlags(fs, "namesrv-tls", "the name servers")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
@@ -259,6 +270,13 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		return nil, usagef("--flush: %v", err)
 	}
 	opts.Flush = mode
+	if opts.TLSMode, err = serverTLS.parse(); err != nil {
+		return nil, err
+	}
+	opts.TLSCertFile, opts.TLSKeyFile = serverTLS.cert, serverTLS.key
+	if opts.NamesrvTLS, err = namesrvTLS.config(); err != nil {
+		return nil, err
+	}
 	switch {
 	case opts.IDC == "":
 		return nil, usagef("--idc is required (the IDC this broker runs in)")

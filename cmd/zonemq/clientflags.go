@@ -23,6 +23,9 @@ const (
 	envAddrsrv = "ZONEMQ_ADDRSRV"
 	envNamesrv = "ZONEMQ_NAMESRV"
 	envIDC     = "ZONEMQ_IDC"
+	// The ACL credentials; the environment keeps the secret out of ps.
+	envAccessKey = "ZONEMQ_ACCESS_KEY"
+	envSecretKey = "ZONEMQ_SECRET_KEY"
 )
 
 // clientFlags are the flags every client command (send, consume, admin)
@@ -36,7 +39,11 @@ type clientFlags struct {
 	instance string
 	logLevel string
 
+	accessKey string
+	secretKey string
+
 	clientHeartbeat time.Duration
+	tls             *clientTLSFlags
 }
 
 // addClientFlags registers the shared client flags on fs, their defaults
@@ -58,6 +65,11 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	fs.DurationVar(&f.clientHeartbeat, "client-heartbeat-interval", client.DefaultClientHeartbeatInterval,
 		"how often the client tells every name server of every IDC it is alive (keeps those connections warm\n"+
 			"for name-server failover; name servers drop a client after 3 s of silence)")
+	fs.StringVar(&f.accessKey, "access-key", os.Getenv(envAccessKey),
+		"ACL access `key` to sign every request with (default $"+envAccessKey+")")
+	fs.StringVar(&f.secretKey, "secret-key", os.Getenv(envSecretKey),
+		"ACL secret `key` of --access-key; prefer $"+envSecretKey+" (the command line shows in ps)")
+	f.tls = addClientTLSFlags(fs, "tls", "name servers and brokers")
 	fs.StringVar(&f.logLevel, "log-level", "warn",
 		"SDK log `level` on stderr: debug, info, warn or error")
 	fs.String("config", "",
@@ -92,6 +104,15 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 		return cfg, usagef("--client-heartbeat-interval must be positive, got %v", f.clientHeartbeat)
 	}
 	cfg.ClientHeartbeatInterval = f.clientHeartbeat
+	if (f.accessKey == "") != (f.secretKey == "") {
+		return cfg, usagef("--access-key and --secret-key go together (or $%s and $%s)", envAccessKey, envSecretKey)
+	}
+	cfg.AccessKey, cfg.SecretKey = f.accessKey, f.secretKey
+	tlsConfig, err := f.tls.config()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.TLS = tlsConfig
 	logger, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return cfg, err

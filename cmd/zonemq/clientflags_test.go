@@ -88,6 +88,8 @@ func cliClearEnv(t *testing.T) {
 	t.Setenv(envNamesrv, "")
 	t.Setenv(envIDC, "")
 	t.Setenv(envDevControl, "")
+	t.Setenv(envAccessKey, "")
+	t.Setenv(envSecretKey, "")
 }
 
 // cliCluster starts an in-process cluster on free ports, stopped at the
@@ -174,6 +176,28 @@ func TestCLIClientFlagsFromEnv(t *testing.T) {
 	testutil.NoError(t, err)
 	testutil.Equal(t, cfg.IDC, "idc1")
 	testutil.Equal(t, cfg.AddrsrvURLs[0], "http://127.0.1.1:18080")
+}
+
+// TestCLIClientFlagsCredentials: the ACL keys come from the flags or the
+// environment, and one without the other is a usage error.
+func TestCLIClientFlagsCredentials(t *testing.T) {
+	cliClearEnv(t)
+	t.Setenv(envNamesrv, "127.0.1.1:9876")
+	t.Setenv(envAccessKey, "envKey01")
+	t.Setenv(envSecretKey, "envSecret01")
+	fs := newFlagSet("x", "", io.Discard)
+	cf := addClientFlags(fs)
+	testutil.NoError(t, fs.Parse(nil))
+	cfg, err := cf.config(io.Discard)
+	testutil.NoError(t, err)
+	testutil.Equal(t, cfg.AccessKey+"/"+cfg.SecretKey, "envKey01/envSecret01")
+
+	fs = newFlagSet("x", "", io.Discard)
+	cf = addClientFlags(fs)
+	testutil.NoError(t, fs.Parse([]string{"--access-key", "flagKey01", "--secret-key", ""}))
+	_, err = cf.config(io.Discard)
+	var ue *usageError
+	testutil.True(t, errors.As(err, &ue), "a key without its secret: %v", err)
 }
 
 func TestCLIBadFlags(t *testing.T) {

@@ -73,6 +73,10 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 			"empty keeps it in memory only (config-file alias: kvConfigPath)")
 	fs.IntVar(&opts.MaxFrameSize, "max-frame-size", 0,
 		"largest request frame accepted, in `bytes`; 0 means 16777216 (RocketMQ's)")
+	fs.StringVar(&opts.ACLFile, "acl-file", "",
+		"plain_acl.yml `file` (RocketMQ ACL 1.0): check every request against it, re-read on change\n"+
+			"(default: none, ACL off; see docs/security.md)")
+	serverTLS := addServerTLSFlags(fs)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
@@ -81,6 +85,11 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 	if err := parseFlags(fs, args, namesrvAliases); err != nil {
 		return opts, nil, "", err
 	}
+	mode, err := serverTLS.parse()
+	if err != nil {
+		return opts, nil, "", err
+	}
+	opts.TLSMode, opts.TLSCertFile, opts.TLSKeyFile = mode, serverTLS.cert, serverTLS.key
 	return opts, ctrl, *logLevel, nil
 }
 

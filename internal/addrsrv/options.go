@@ -1,6 +1,7 @@
 package addrsrv
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/idc"
+	"github.com/zonemq/zonemq/internal/remoting"
 )
 
 // Namesrv is one configured name server: its remoting address and its IDC.
@@ -41,6 +43,15 @@ type Options struct {
 	// DownAfter is how many consecutive failed probes mark a name server
 	// down (--down-after). One good probe marks it up again.
 	DownAfter int
+	// TLSMode serves HTTPS on Listen: disabled (the default), permissive
+	// (HTTPS and HTTP on the same port, for a migration) or enforcing.
+	// TLSCertFile and TLSKeyFile (PEM) are then required; they are re-read
+	// when they change.
+	TLSMode     remoting.TLSMode
+	TLSCertFile string
+	TLSKeyFile  string
+	// ProbeTLS, when set, probes the name servers over TLS (nil: plain).
+	ProbeTLS *tls.Config
 	// Logger receives state changes; nil discards them.
 	Logger *slog.Logger
 }

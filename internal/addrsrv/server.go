@@ -11,6 +11,7 @@ package addrsrv
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,11 +64,29 @@ func New(opts Options) (*Server, error) {
 	}
 	logger = logger.With("role", "addrsrv", "idc", opts.IDC)
 
+	var tlsConfig *tls.Config
+	if opts.TLSMode != remoting.TLSDisabled {
+		if opts.TLSCertFile == "" || opts.TLSKeyFile == "" {
+			return nil, fmt.Errorf("%w: --tls-mode %s needs --tls-cert and --tls-key", ErrInvalidOptions, opts.TLSMode)
+		}
+		certs, err := remoting.NewCertReloader(opts.TLSCertFile, opts.TLSKeyFile, logger)
+		if err != nil {
+			return nil, fmt.Errorf("addrsrv: --tls-cert/--tls-key: %w", err)
+		}
+		tlsConfig = certs.ServerConfig()
+	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("addrsrv: listen --listen %s: %w", opts.Listen, err)
 	}
+	// The remoting sniffer works for HTTP too: a plain request starts with
+	// a method name, never with a TLS handshake byte.
+	ln = remoting.TLSListener(ln, tlsConfig, opts.TLSMode)
 	timeout := opts.probeTimeout()
+	var probeDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	if opts.ProbeTLS != nil {
+		probeDial = remoting.TLSDialer(opts.ProbeTLS, nil)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		opts:         opts,
@@ -80,6 +99,7 @@ func New(opts Options) (*Server, error) {
 			DialTimeout:  timeout,
 			WriteTimeout: timeout,
 			Logger:       logger,
+			Dial:         probeDial,
 		}),
 		ctx:      ctx,
 		cancel:   cancel,

@@ -30,6 +30,11 @@ const maxAddrsrvBody = 1 << 20
 // costs nothing; when all are, the last list stays.
 func (s *Server) addrsrvLoop(ctx context.Context) {
 	client := &http.Client{Timeout: min(2*time.Second, s.opts.AddrsrvRefresh)}
+	if s.opts.NamesrvTLS != nil {
+		// The name servers' TLS settings also verify https:// address
+		// servers: one CA for the cluster.
+		client.Transport = &http.Transport{TLSClientConfig: s.opts.NamesrvTLS, IdleConnTimeout: time.Minute}
+	}
 	last := map[string][]string{} // url → last good list
 	failing := map[string]bool{}
 	t := time.NewTicker(s.opts.AddrsrvRefresh)

@@ -65,6 +65,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
@@ -91,7 +92,8 @@ type Server struct {
 	registry  *clientRegistry
 	pulls     *pullHolder
 	namesrvs  *registrar
-	notifyCh  chan string // consumer groups whose membership changed
+	acl       *acl.Checker // nil: ACL off
+	notifyCh  chan string  // consumer groups whose membership changed
 	gate      gate
 	bootTime  time.Time
 	putCount  atomic.Int64
@@ -136,7 +138,16 @@ func New(opts Options) (*Server, error) {
 	}
 	logger = logger.With("role", "broker", "idc", opts.IDC, "broker", opts.BrokerName)
 
+	var serverTLS remoting.ServerTLS
+	if opts.TLSMode != remoting.TLSDisabled {
+		certs, err := remoting.NewCertReloader(opts.TLSCertFile, opts.TLSKeyFile, logger)
+		if err != nil {
+			return nil, fmt.Errorf("broker: --tls-cert/--tls-key: %w", err)
+		}
+		serverTLS = remoting.ServerTLS{Mode: opts.TLSMode, Config: certs.ServerConfig()}
+	}
 	rs, err := remoting.NewServer(remoting.ServerOptions{
+		TLS:    serverTLS,
 		Listen: opts.Listen,
 		// A frame holds at most one maximal message plus headers; batches
 		// are bounded by the same limit, so 16 MiB is ample unless the
@@ -213,9 +224,19 @@ func New(opts Options) (*Server, error) {
 	if s.repl, err = newReplication(s); err != nil {
 		return fail(err)
 	}
-	s.repl.client = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger})
+	replOpts := remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger}
+	if opts.NamesrvTLS != nil {
+		replOpts.Dial = remoting.TLSDialer(opts.NamesrvTLS, nil)
+	}
+	s.repl.client = remoting.NewClient(replOpts)
 	s.repl.ctrlClient = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger,
 		Dial: opts.controllerDial})
+	if opts.ACLFile != "" {
+		if s.acl, err = acl.Load(opts.ACLFile, s.logger); err != nil {
+			return fail(fmt.Errorf("--acl-file: %w", err))
+		}
+		s.loops = append(s.loops, func(ctx context.Context) { s.acl.WatchLoop(ctx, 0) })
+	}
 	s.namesrvs = newRegistrar(s)
 	s.namesrvs.setAddrs(opts.NamesrvAddrs, nil)
 
@@ -370,6 +391,9 @@ func (s *Server) gated(h remoting.Handler) remoting.Handler {
 			return errorf(req, protocol.ServiceNotAvailable, "broker %s is shutting down", s.opts.BrokerName)
 		}
 		defer s.gate.leave()
+		if resp := s.checkACL(c, req); resp != nil {
+			return resp
+		}
 		return h(ctx, c, req)
 	}
 }

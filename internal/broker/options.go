@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
 )
 
@@ -151,6 +153,27 @@ type Options struct {
 	// pull or CHECK_CLIENT_CONFIG is refused with SYSTEM_ERROR, as there.
 	EnablePropertyFilter bool
 
+	// ACLFile is a plain_acl.yml (RocketMQ ACL 1.0, docs/security.md); every
+	// request is then checked against it, and it is re-read when it changes.
+	// Empty (the default) turns the ACL off.
+	ACLFile string
+	// AccessKey and SecretKey sign the broker's own requests to name
+	// servers (registration, heartbeats); both or neither.
+	AccessKey string
+	SecretKey string
+
+	// TLSMode serves TLS on Listen: disabled (the default), permissive (TLS
+	// and plain on the same port, for a migration) or enforcing.
+	// TLSCertFile and TLSKeyFile (PEM) are then required; they are re-read
+	// when they change.
+	TLSMode     remoting.TLSMode
+	TLSCertFile string
+	TLSKeyFile  string
+	// NamesrvTLS, when set, dials the name servers, https:// address
+	// servers and the other brokers of the group (replication) with TLS
+	// (nil: plain). One client config for the cluster's servers.
+	NamesrvTLS *tls.Config
+
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -198,6 +221,12 @@ func (o *Options) validate() error {
 	def := NewOptions()
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if o.TLSMode != remoting.TLSDisabled && (o.TLSCertFile == "" || o.TLSKeyFile == "") {
+		bad("TLSMode (--tls-mode) %s needs TLSCertFile (--tls-cert) and TLSKeyFile (--tls-key)", o.TLSMode)
+	}
+	if (o.AccessKey == "") != (o.SecretKey == "") {
+		bad("AccessKey (--access-key) and SecretKey (--secret-key) go together")
+	}
 	if o.Listen == "" {
 		bad("Listen (--listen) is required")
 	}

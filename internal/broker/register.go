@@ -53,13 +53,14 @@ type namesrvPeer struct {
 }
 
 func newRegistrar(s *Server) *registrar {
+	copts := remoting.ClientOptions{DialTimeout: s.opts.NamesrvTimeout, Logger: s.logger}
+	if s.opts.NamesrvTLS != nil {
+		copts.Dial = remoting.TLSDialer(s.opts.NamesrvTLS, nil)
+	}
 	return &registrar{
-		s: s,
-		client: remoting.NewClient(remoting.ClientOptions{
-			DialTimeout: s.opts.NamesrvTimeout,
-			Logger:      s.logger,
-		}),
-		peers: map[string]*namesrvPeer{},
+		s:      s,
+		client: remoting.NewClient(copts),
+		peers:  map[string]*namesrvPeer{},
 	}
 }
 
@@ -332,19 +333,19 @@ func (r *registrar) registerRequest() *remoting.Command {
 		BrokerName: o.BrokerName, BrokerAddr: r.s.addr, ClusterName: o.Cluster, HAServerAddr: r.s.addr,
 		BrokerID: r.s.repl.regID.Load(), BodyCRC32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF), ZoneName: o.IDC,
 	}
-	return remoting.NewRequest(int32(protocol.RegisterBroker), h.Ext(), body)
+	return r.s.signRequest(remoting.NewRequest(int32(protocol.RegisterBroker), h.Ext(), body))
 }
 
 // heartbeatRequest builds the light BROKER_HEARTBEAT.
 func (r *registrar) heartbeatRequest() *remoting.Command {
 	o := r.s.opts
 	h := protocol.BrokerHeartbeatRequestHeader{ClusterName: o.Cluster, BrokerAddr: r.s.addr, BrokerName: o.BrokerName, BrokerID: r.s.repl.regID.Load()}
-	return remoting.NewRequest(int32(protocol.BrokerHeartbeat), h.Ext(), nil)
+	return r.s.signRequest(remoting.NewRequest(int32(protocol.BrokerHeartbeat), h.Ext(), nil))
 }
 
 // unregisterRequest builds UNREGISTER_BROKER.
 func (r *registrar) unregisterRequest() *remoting.Command {
 	o := r.s.opts
 	h := protocol.UnregisterBrokerRequestHeader{BrokerName: o.BrokerName, BrokerAddr: r.s.addr, ClusterName: o.Cluster, BrokerID: r.s.repl.regID.Load()}
-	return remoting.NewRequest(int32(protocol.UnregisterBroker), h.Ext(), nil)
+	return r.s.signRequest(remoting.NewRequest(int32(protocol.UnregisterBroker), h.Ext(), nil))
 }

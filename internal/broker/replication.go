@@ -215,7 +215,7 @@ func nextEpoch(last int64) int64 {
 // liveGroup asks the name servers for this group's live master at another
 // address, and which ids the group's live brokers use.
 func (r *replication) liveGroup(ctx context.Context) (string, map[int64]bool, []string) {
-	req := remoting.NewRequest(int32(protocol.GetBrokerClusterInfo), nil, nil)
+	req := r.s.signRequest(remoting.NewRequest(int32(protocol.GetBrokerClusterInfo), nil, nil))
 	ids := map[int64]bool{}
 	var addrs []string
 	other := ""
@@ -259,7 +259,7 @@ func (r *replication) liveGroup(ctx context.Context) (string, map[int64]bool, []
 func (r *replication) anyHasData(ctx context.Context, addrs []string) bool {
 	for _, a := range addrs {
 		ictx, cancel := context.WithTimeout(ctx, r.s.opts.NamesrvTimeout)
-		resp, err := r.client.Invoke(ictx, a, remoting.NewRequest(int32(protocol.GetBrokerRuntimeInfo), nil, nil))
+		resp, err := r.client.Invoke(ictx, a, r.s.signRequest(remoting.NewRequest(int32(protocol.GetBrokerRuntimeInfo), nil, nil)))
 		cancel()
 		if err != nil || resp.Code != int32(protocol.Success) {
 			return true

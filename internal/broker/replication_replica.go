@@ -86,7 +86,7 @@ func (r *replication) findMaster(ctx context.Context) (string, error) {
 			return a, nil
 		}
 	}
-	req := remoting.NewRequest(int32(protocol.GetBrokerClusterInfo), nil, nil)
+	req := r.s.signRequest(remoting.NewRequest(int32(protocol.GetBrokerClusterInfo), nil, nil))
 	var errs []error
 	for _, ns := range r.s.startupNamesrvs(ctx) {
 		ictx, cancel := context.WithTimeout(ctx, r.s.opts.NamesrvTimeout)
@@ -154,7 +154,7 @@ func (r *replication) followOnce(ctx context.Context, roleCh <-chan struct{}) er
 		h := protocol.ReplicaFetchRequestHeader{BrokerName: s.opts.BrokerName, ReplicaID: r.regID.Load(), Epoch: epoch,
 			Offset: from, MaxBytes: fetchMaxBytes, MaxWaitMillis: fetchMaxWait.Milliseconds()}
 		ictx, cancel := context.WithTimeout(fctx, fetchRPCTimeout)
-		resp, err := conn.Invoke(ictx, remoting.NewRequest(int32(protocol.ReplicaFetch), h.Ext(), nil))
+		resp, err := conn.Invoke(ictx, s.signRequest(remoting.NewRequest(int32(protocol.ReplicaFetch), h.Ext(), nil)))
 		cancel()
 		if err != nil {
 			return err
@@ -184,7 +184,7 @@ func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, er
 	h := protocol.ReplicaHelloRequestHeader{BrokerName: s.opts.BrokerName, ReplicaID: r.regID.Load(), ReplicaAddr: s.addr,
 		IDC: s.opts.IDC, LastEpoch: epochOf(history, end), LogEnd: end, SegmentSize: s.store.SegmentSize()}
 	ictx, cancel := context.WithTimeout(ctx, s.opts.NamesrvTimeout*2)
-	resp, err := conn.Invoke(ictx, remoting.NewRequest(int32(protocol.ReplicaHello), h.Ext(), nil))
+	resp, err := conn.Invoke(ictx, s.signRequest(remoting.NewRequest(int32(protocol.ReplicaHello), h.Ext(), nil)))
 	cancel()
 	if err != nil {
 		return 0, err
@@ -264,7 +264,7 @@ func (r *replication) syncMeta(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	req := remoting.NewRequest(int32(protocol.ReplicaSyncMeta), map[string]string{"brokerName": s.opts.BrokerName}, body)
+	req := s.signRequest(remoting.NewRequest(int32(protocol.ReplicaSyncMeta), map[string]string{"brokerName": s.opts.BrokerName}, body))
 	ictx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	resp, err := r.client.Invoke(ictx, addr, req)
 	cancel()

@@ -60,7 +60,7 @@ func (s *Server) handleReplicaSwitch(ctx context.Context, c *remoting.Conn, req 
 	oldID := h.To
 	ph := protocol.ReplicaPromoteRequestHeader{BrokerName: s.opts.BrokerName, Epoch: epoch, LogEnd: end, DemotedID: oldID}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
-	resp, err := r.client.Invoke(pctx, target, remoting.NewRequest(int32(protocol.ReplicaPromote), ph.Ext(), nil))
+	resp, err := r.client.Invoke(pctx, target, s.signRequest(remoting.NewRequest(int32(protocol.ReplicaPromote), ph.Ext(), nil)))
 	cancel()
 	if err == nil && resp.Code != int32(protocol.Success) {
 		err = &protocol.Error{Code: protocol.ResponseCode(resp.Code), Remark: resp.Remark}

@@ -31,6 +31,7 @@ package devcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,6 +81,15 @@ type Options struct {
 	// ReadyTimeout bounds Start's wait for every broker to be registered
 	// with every name server. Zero means 20 s.
 	ReadyTimeout time.Duration
+
+	// AccessKey and SecretKey sign the cluster's own checks and go into
+	// ClientConfig, for clusters whose Broker and Namesrv hooks turn the
+	// ACL on (they also have to give the brokers credentials). Empty: none.
+	AccessKey string
+	SecretKey string
+	// ClientTLS, when set, is the TLS config of the cluster's own checks and
+	// of ClientConfig, for clusters whose hooks turn TLS on. Nil: plain.
+	ClientTLS *tls.Config
 }
 
 // Cluster is a running multi-IDC cluster. Its methods are safe for
@@ -300,7 +310,8 @@ func (c *Cluster) BrokerAddr(n int) string {
 // IDC's address server first, then the others, and connections bound to
 // 127.0.n.1.
 func (c *Cluster) ClientConfig(n int) client.ClientConfig {
-	return client.ClientConfig{AddrsrvURLs: c.AddrsrvURLs(n), IDC: IDCName(n), LocalIP: c.Host(n)}
+	return client.ClientConfig{AddrsrvURLs: c.AddrsrvURLs(n), IDC: IDCName(n), LocalIP: c.Host(n),
+		AccessKey: c.opts.AccessKey, SecretKey: c.opts.SecretKey, TLS: c.opts.ClientTLS}
 }
 
 func (c *Cluster) port(offset int) int {
@@ -446,7 +457,8 @@ func (c *Cluster) WaitRegistered(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	for _, ns := range namesrvs {
-		if err := waitBrokersListed(ctx, ns, brokers); err != nil {
+		if err := waitBrokersListed(ctx, ns, brokers,
+			client.ClientConfig{AccessKey: c.opts.AccessKey, SecretKey: c.opts.SecretKey, TLS: c.opts.ClientTLS}); err != nil {
 			return err
 		}
 	}
@@ -454,9 +466,10 @@ func (c *Cluster) WaitRegistered(ctx context.Context) error {
 }
 
 // waitBrokersListed polls one name server's cluster info until it lists
-// every broker address.
-func waitBrokersListed(ctx context.Context, ns string, brokers []string) error {
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns}}})
+// every broker address, with cc's credentials and TLS config.
+func waitBrokersListed(ctx context.Context, ns string, brokers []string, cc client.ClientConfig) error {
+	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns},
+		AccessKey: cc.AccessKey, SecretKey: cc.SecretKey, TLS: cc.TLS}})
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,11 @@ func (s *Server) handleRegisterBroker(_ context.Context, conn *remoting.Conn, re
 		return reply(req, protocol.InvalidParameter, "bad REGISTER_BROKER body: "+err.Error())
 	}
 	res, err := s.routes.registerBroker(&h, reg, conn, s.now())
+	if errors.Is(err, errRegistrationHeld) {
+		s.logger.Warn("registration refused: the broker is live on another connection", "brokerName", h.BrokerName,
+			"brokerAddr", h.BrokerAddr, "brokerId", h.BrokerID, "zone", h.ZoneName, "peer", conn.RemoteAddr(), "err", err)
+		return reply(req, protocol.NoPermission, err.Error())
+	}
 	if err != nil {
 		return reply(req, protocol.SystemError, err.Error())
 	}
@@ -91,13 +96,21 @@ func (s *Server) handleRegisterBroker(_ context.Context, conn *remoting.Conn, re
 }
 
 // handleUnregisterBroker serves UNREGISTER_BROKER (104): a broker shutting
-// down cleanly leaves the routes at once. Unknown brokers get SUCCESS too.
-func (s *Server) handleUnregisterBroker(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+// down cleanly leaves the routes at once. Unknown brokers get SUCCESS too;
+// a live broker registered from another connection gets NO_PERMISSION and
+// stays.
+func (s *Server) handleUnregisterBroker(_ context.Context, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h protocol.UnregisterBrokerRequestHeader
 	if resp := decodeHeader(req, &h); resp != nil {
 		return resp
 	}
-	if rm, ok := s.routes.unregisterBroker(&h); ok {
+	rm, ok, err := s.routes.unregisterBroker(&h, conn, s.now())
+	if err != nil {
+		s.logger.Warn("unregistration refused", "brokerName", h.BrokerName, "brokerAddr", h.BrokerAddr,
+			"peer", conn.RemoteAddr(), "err", err)
+		return reply(req, protocol.NoPermission, err.Error())
+	}
+	if ok {
 		s.logRemoval(rm)
 	}
 	return reply(req, protocol.Success, "")
@@ -106,22 +119,24 @@ func (s *Server) handleUnregisterBroker(_ context.Context, _ *remoting.Conn, req
 // handleBrokerHeartbeat serves BROKER_HEARTBEAT (904), the light heartbeat:
 // it only refreshes a registered broker's last-seen time. A broker the name
 // server does not know (expired, connection closed, name server restarted)
-// gets BROKER_NOT_EXIST (211) and should send a full REGISTER_BROKER.
-func (s *Server) handleBrokerHeartbeat(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+// gets BROKER_NOT_EXIST (211) and should send a full REGISTER_BROKER; so
+// does a broker heard over another connection than the one it registered
+// on, or one asked for its topic table again.
+func (s *Server) handleBrokerHeartbeat(_ context.Context, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h protocol.BrokerHeartbeatRequestHeader
 	if resp := decodeHeader(req, &h); resp != nil {
 		return resp
 	}
-	if !s.routes.heartbeat(&h, s.now()) {
+	if why := s.routes.heartbeat(&h, conn, s.now()); why != "" {
 		return reply(req, protocol.BrokerNotExist,
-			fmt.Sprintf("broker %s (%s) is not registered with this name server; register in full", h.BrokerName, h.BrokerAddr))
+			fmt.Sprintf("broker %s (%s) %s; register in full", h.BrokerName, h.BrokerAddr, why))
 	}
 	return reply(req, protocol.Success, "")
 }
 
 // handleQueryDataVersion serves QUERY_DATA_VERSION (322): tell a broker
 // whether the name server's copy of its topic table is current.
-func (s *Server) handleQueryDataVersion(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+func (s *Server) handleQueryDataVersion(_ context.Context, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h protocol.QueryDataVersionRequestHeader
 	if resp := decodeHeader(req, &h); resp != nil {
 		return resp
@@ -132,7 +147,7 @@ func (s *Server) handleQueryDataVersion(_ context.Context, _ *remoting.Conn, req
 			return reply(req, protocol.InvalidParameter, "bad QUERY_DATA_VERSION body: "+err.Error())
 		}
 	}
-	changed, have := s.routes.queryDataVersion(h.BrokerAddr, dv, s.now())
+	changed, have := s.routes.queryDataVersion(h.BrokerAddr, dv, conn, s.now())
 	resp := reply(req, protocol.Success, "")
 	resp.ExtFields = (&protocol.QueryDataVersionResponseHeader{Changed: changed}).Ext()
 	if have != nil {
@@ -150,6 +165,9 @@ func (s *Server) handleRegisterTopicInNamesrv(_ context.Context, _ *remoting.Con
 	}
 	if err := protocol.ValidateTopic(h.Topic); err != nil {
 		return reply(req, protocol.InvalidParameter, err.Error())
+	}
+	if protocol.IsSystemTopic(h.Topic) {
+		return reply(req, protocol.NoPermission, "the route of system topic "+h.Topic+" comes from its brokers' registrations only")
 	}
 	route, err := protocol.DecodeTopicRouteData(req.Body)
 	if err != nil {

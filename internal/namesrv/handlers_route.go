@@ -58,13 +58,19 @@ func (s *Server) handleGetAllTopicListFromNameServer(_ context.Context, _ *remot
 
 // handleDeleteTopicInNamesrv serves DELETE_TOPIC_IN_NAMESRV (216): drop a
 // topic's route, or with clusterName only that cluster's queues of it.
-func (s *Server) handleDeleteTopicInNamesrv(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+// System topics are refused. The brokers that hosted the topic are asked
+// for a full registration, so a topic a broker still has comes back within
+// a heartbeat (see routeTable.deleteTopic).
+func (s *Server) handleDeleteTopicInNamesrv(_ context.Context, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h protocol.DeleteTopicFromNamesrvRequestHeader
 	if resp := decodeHeader(req, &h); resp != nil {
 		return resp
 	}
+	if protocol.IsSystemTopic(h.Topic) {
+		return reply(req, protocol.NoPermission, "system topic "+h.Topic+" cannot be deleted from the routes")
+	}
 	if s.routes.deleteTopic(h.Topic, h.ClusterName) {
-		s.logger.Info("topic deleted", "topic", h.Topic, "cluster", h.ClusterName)
+		s.logger.Info("topic deleted", "topic", h.Topic, "cluster", h.ClusterName, "peer", conn.RemoteAddr())
 	}
 	return reply(req, protocol.Success, "")
 }

@@ -117,10 +117,11 @@ func TestNamesrvBrokerConnectionClose(t *testing.T) {
 	a.cli.CloseConn(ns.Addr())
 	testutil.Eventually(t, 3*time.Second, routeIs(t, c, ns.Addr(), "TopicA", "broker-b@idc2=2"))
 
-	// broker-b re-registers over a second connection (a reconnect); the
-	// first one closing later must not remove it.
+	// A second connection cannot take broker-b over while the first is
+	// open; once it closed, the broker re-registers over the second (a
+	// reconnect).
 	b2 := newFakeBroker(t, "broker-b", "127.0.2.1:10911", "idc2")
-	b2.mustRegister(ns.Addr(), map[string]int{"TopicA": 2}, 1)
+	wantCode(t, b2.register(ns.Addr(), topicTable(map[string]int{"TopicA": 2}), 1), protocol.NoPermission)
 	closed := ns.connsClosed.Load()
 	b.cli.CloseConn(ns.Addr())
 	testutil.Eventually(t, 3*time.Second, func() error {
@@ -129,6 +130,7 @@ func TestNamesrvBrokerConnectionClose(t *testing.T) {
 		}
 		return nil
 	})
+	b2.mustRegister(ns.Addr(), map[string]int{"TopicA": 2}, 1)
 	testutil.NoError(t, routeIs(t, c, ns.Addr(), "TopicA", "broker-b@idc2=2")())
 	b2.cli.CloseConn(ns.Addr())
 	testutil.Eventually(t, 3*time.Second, routeIs(t, c, ns.Addr(), "TopicA", "<none>"))

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/zonemq/zonemq/internal/remoting"
 )
 
 // Defaults of Options (see NewOptions).
@@ -43,6 +45,20 @@ type Options struct {
 	// MaxFrameSize caps an incoming frame in bytes; 0 means the remoting
 	// default (16 MiB, RocketMQ's).
 	MaxFrameSize int
+	// ACLFile is a plain_acl.yml (RocketMQ ACL 1.0, docs/security.md); every
+	// request is then checked against it, and it is re-read when it changes.
+	// Empty (the default) turns the ACL off.
+	ACLFile string
+	// ACLReloadInterval is how often ACLFile is checked for changes; 0 means
+	// 1 s.
+	ACLReloadInterval time.Duration
+	// TLSMode serves TLS on Listen: disabled (the default), permissive (TLS
+	// and plain on the same port, for a migration) or enforcing.
+	// TLSCertFile and TLSKeyFile (PEM) are then required; they are re-read
+	// when they change.
+	TLSMode     remoting.TLSMode
+	TLSCertFile string
+	TLSKeyFile  string
 	// Logger receives the server's events; nil discards them. The server
 	// adds role=namesrv and idc=IDC to every line.
 	Logger *slog.Logger
@@ -89,6 +105,8 @@ func (o *Options) validate() error {
 		msg = fmt.Sprintf("--scan-interval must be positive, got %v", o.ScanInterval)
 	case o.ClientExpiry <= 0:
 		msg = fmt.Sprintf("--client-expiry must be positive, got %v", o.ClientExpiry)
+	case o.TLSMode != remoting.TLSDisabled && (o.TLSCertFile == "" || o.TLSKeyFile == ""):
+		msg = fmt.Sprintf("--tls-mode %s needs --tls-cert and --tls-key", o.TLSMode)
 	case o.MaxFrameSize < 0:
 		msg = fmt.Sprintf("--max-frame-size must not be negative, got %d", o.MaxFrameSize)
 	default:

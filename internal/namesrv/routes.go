@@ -30,6 +30,10 @@ type brokerLive struct {
 	timeout      time.Duration
 	dataVersion  protocol.DataVersion
 	conn         *remoting.Conn
+	// needFull asks the broker for a full registration: a client deleted
+	// one of its topics from the routes, and only the broker's own topic
+	// table says whether it still hosts it.
+	needFull bool
 }
 
 // routeTable holds RocketMQ's RouteInfoManager tables. Every field below mu
@@ -51,6 +55,9 @@ type routeTable struct {
 	// connBrokers: connection → broker addresses registered over it, so a
 	// closed connection removes exactly its brokers.
 	connBrokers map[*remoting.Conn]map[string]struct{}
+	// claims: connection → its latest registration refused for a held
+	// slot (see ownership.go).
+	claims map[*remoting.Conn]slotClaim
 }
 
 func newRouteTable(defaultExpiry time.Duration) *routeTable {
@@ -62,6 +69,7 @@ func newRouteTable(defaultExpiry time.Duration) *routeTable {
 		brokerLiveTable:   make(map[string]*brokerLive),
 		filterServerTable: make(map[string][]string),
 		connBrokers:       make(map[*remoting.Conn]map[string]struct{}),
+		claims:            make(map[*remoting.Conn]slotClaim),
 	}
 }
 
@@ -82,24 +90,53 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 	if conn != nil && connClosed(conn) {
 		return res, errConnClosed
 	}
-
-	names := t.clusterAddrTable[h.ClusterName]
-	if names == nil {
-		names = make(map[string]struct{})
-		t.clusterAddrTable[h.ClusterName] = names
+	swapWith, err := t.checkRegisterOwnerLocked(h, conn, reg, now)
+	if err != nil {
+		return res, err
 	}
-	names[h.BrokerName] = struct{}{}
+	res = t.applyRegistrationLocked(h, reg, conn, now)
+	if swapWith != nil {
+		// The other side of an agreed swap asked first and was refused:
+		// apply its registration now, so the group never shows a gap.
+		c := t.claims[swapWith]
+		delete(t.claims, swapWith)
+		if !connClosed(swapWith) {
+			t.applyRegistrationLocked(c.header, c.reg, swapWith, now)
+		}
+	}
+	return res, nil
+}
+
+// applyRegistrationLocked records an accepted REGISTER_BROKER. Caller
+// holds t.mu.
+func (t *routeTable) applyRegistrationLocked(h *protocol.RegisterBrokerRequestHeader, reg *brokerRegistration, conn *remoting.Conn, now time.Time) registerResult {
+	var res registerResult
+	// Only a new group or its master (id 0) decides the group's cluster and
+	// IDC: a replica registering, or anyone else, cannot move it.
+	_, exists := t.brokerAddrTable[h.BrokerName]
+	decides := !exists || h.BrokerID == protocol.MasterID
+
+	if decides {
+		names := t.clusterAddrTable[h.ClusterName]
+		if names == nil {
+			names = make(map[string]struct{})
+			t.clusterAddrTable[h.ClusterName] = names
+		}
+		names[h.BrokerName] = struct{}{}
+	}
 
 	bd := t.brokerAddrTable[h.BrokerName]
 	if bd == nil {
 		bd = &protocol.BrokerData{Cluster: h.ClusterName, BrokerName: h.BrokerName, BrokerAddrs: map[int64]string{}}
 		t.brokerAddrTable[h.BrokerName] = bd
 		res.first = true
-	} else if bd.Cluster != h.ClusterName {
+	} else if decides && bd.Cluster != h.ClusterName {
 		t.removeFromClusterLocked(bd.Cluster, h.BrokerName)
 		bd.Cluster = h.ClusterName
 	}
-	bd.EnableActingMaster = h.EnableActingMaster
+	if decides {
+		bd.EnableActingMaster = h.EnableActingMaster
+	}
 
 	// A slave promoted to master (or the reverse) re-registers its address
 	// under a new id; the old id must not keep pointing at it.
@@ -127,7 +164,10 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 	if live == nil {
 		res.first = true
 	}
-	if h.BrokerID == protocol.MasterID && reg.hasBody && (res.first || live.dataVersion != reg.dataVersion) {
+	// A master's full registration is the truth about its topics, whatever
+	// its data version: loading it every time is what heals a route a
+	// client deleted or poisoned (REGISTER_/DELETE_TOPIC_IN_NAMESRV).
+	if h.BrokerID == protocol.MasterID && reg.hasBody {
 		t.loadTopicsLocked(h.BrokerName, reg.topics)
 		res.topicsLoaded = true
 	}
@@ -141,14 +181,13 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 	live.brokerID = h.BrokerID
 	live.haServerAddr = h.HAServerAddr
 	live.lastUpdate = now
-	live.timeout = t.defaultExpiry
-	if h.HeartbeatTimeoutMillis > 0 {
-		live.timeout = time.Duration(h.HeartbeatTimeoutMillis) * time.Millisecond
-	}
+	live.timeout = t.brokerTimeout(h.HeartbeatTimeoutMillis)
 	if reg.hasBody {
 		live.dataVersion = reg.dataVersion
+		live.needFull = false
 	}
 	t.trackConnLocked(h.BrokerAddr, live, conn)
+	delete(t.claims, conn)
 
 	if len(reg.filterServers) > 0 {
 		t.filterServerTable[h.BrokerAddr] = slices.Clone(reg.filterServers)
@@ -162,7 +201,7 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 			res.haServerAddr = m.haServerAddr
 		}
 	}
-	return res, nil
+	return res
 }
 
 // loadTopicsLocked makes brokerName's queue data equal to topics: a master's
@@ -288,11 +327,18 @@ func (t *routeTable) removeBrokerAddrLocked(addr, brokerName, reason string) (re
 	return rm, found
 }
 
-// unregisterBroker applies UNREGISTER_BROKER.
-func (t *routeTable) unregisterBroker(h *protocol.UnregisterBrokerRequestHeader) (removal, bool) {
+// unregisterBroker applies UNREGISTER_BROKER received over conn. A live
+// broker registered from another connection is left alone
+// (errRegistrationHeld).
+func (t *routeTable) unregisterBroker(h *protocol.UnregisterBrokerRequestHeader, conn *remoting.Conn, now time.Time) (removal, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.removeBrokerAddrLocked(h.BrokerAddr, h.BrokerName, "unregistered")
+	if live := t.brokerLiveTable[h.BrokerAddr]; !ownsLocked(live, conn, now) {
+		return removal{}, false, fmt.Errorf("%w: broker %s at %s was registered from %s; only that connection may unregister it",
+			errRegistrationHeld, live.brokerName, h.BrokerAddr, live.conn.RemoteAddr())
+	}
+	rm, ok := t.removeBrokerAddrLocked(h.BrokerAddr, h.BrokerName, "unregistered")
+	return rm, ok, nil
 }
 
 // connClosedRemove drops every broker address whose latest registration
@@ -309,6 +355,7 @@ func (t *routeTable) connClosedRemove(conn *remoting.Conn) []removal {
 		}
 	}
 	delete(t.connBrokers, conn)
+	delete(t.claims, conn)
 	return out
 }
 
@@ -328,40 +375,51 @@ func (t *routeTable) expire(now time.Time) []removal {
 	return out
 }
 
-// heartbeat refreshes a registered broker's last-seen time. It reports
-// false when the name server has no live registration of that address
-// under that broker name (the broker must register in full).
-func (t *routeTable) heartbeat(h *protocol.BrokerHeartbeatRequestHeader, now time.Time) bool {
+// heartbeat refreshes a registered broker's last-seen time. It returns a
+// non-empty reason, and changes nothing, when the broker must register in
+// full instead: the name server has no live registration of that address
+// under that broker name from conn, or a client deleted one of its topics.
+func (t *routeTable) heartbeat(h *protocol.BrokerHeartbeatRequestHeader, conn *remoting.Conn, now time.Time) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	live := t.brokerLiveTable[h.BrokerAddr]
 	if live == nil || live.brokerName != h.BrokerName {
-		return false
+		return "is not registered with this name server"
 	}
 	bd := t.brokerAddrTable[h.BrokerName]
 	if bd == nil || bd.BrokerAddrs[live.brokerID] != h.BrokerAddr {
-		return false
+		return "is not registered with this name server"
+	}
+	if conn != nil && live.conn != conn {
+		return "was registered over another connection"
+	}
+	if live.needFull {
+		return "hosted a topic deleted from the routes"
 	}
 	live.lastUpdate = now
 	if h.HeartbeatTimeoutMillis > 0 {
-		live.timeout = time.Duration(h.HeartbeatTimeoutMillis) * time.Millisecond
+		live.timeout = t.brokerTimeout(h.HeartbeatTimeoutMillis)
 	}
-	return true
+	return ""
 }
 
 // queryDataVersion compares a broker's topic-table version with the one
 // the name server holds, refreshing the broker's last-seen time when it is
 // known. It returns whether they differ and the name server's version.
-func (t *routeTable) queryDataVersion(addr string, dv protocol.DataVersion, now time.Time) (changed bool, have *protocol.DataVersion) {
+// Only the connection that registered the broker refreshes it; a broker
+// asked for a full registration (needFull) is told its version changed.
+func (t *routeTable) queryDataVersion(addr string, dv protocol.DataVersion, conn *remoting.Conn, now time.Time) (changed bool, have *protocol.DataVersion) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	live := t.brokerLiveTable[addr]
 	if live == nil {
 		return true, nil
 	}
-	live.lastUpdate = now
+	if conn == nil || live.conn == conn {
+		live.lastUpdate = now
+	}
 	v := live.dataVersion
-	return v != dv, &v
+	return v != dv || live.needFull, &v
 }
 
 // registerTopic applies REGISTER_TOPIC_IN_NAMESRV: queue data for brokers
@@ -386,7 +444,10 @@ func (t *routeTable) registerTopic(topic string, qds []protocol.QueueData) error
 }
 
 // deleteTopic drops a topic, or only its queues on cluster's brokers when
-// cluster is not empty. It reports whether anything was removed.
+// cluster is not empty. It reports whether anything was removed. Every
+// broker that lost queues is asked for a full registration, so a topic it
+// still hosts comes back within a heartbeat: the name server holds routes,
+// the brokers hold topics (deleting a topic is DELETE_TOPIC_IN_BROKER first).
 func (t *routeTable) deleteTopic(topic, cluster string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -394,16 +455,14 @@ func (t *routeTable) deleteTopic(topic, cluster string) bool {
 	if qmap == nil {
 		return false
 	}
-	if cluster == "" {
-		delete(t.topicQueueTable, topic)
-		return true
-	}
 	removed := false
-	for name := range t.clusterAddrTable[cluster] {
-		if _, ok := qmap[name]; ok {
-			delete(qmap, name)
-			removed = true
+	for name := range qmap {
+		if cluster != "" && !t.inClusterLocked(cluster, name) {
+			continue
 		}
+		delete(qmap, name)
+		removed = true
+		t.askFullRegistrationLocked(name)
 	}
 	if len(qmap) == 0 {
 		delete(t.topicQueueTable, topic)
@@ -501,6 +560,25 @@ func (t *routeTable) topicsByCluster(cluster string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// inClusterLocked reports whether brokerName belongs to cluster. Caller
+// holds t.mu.
+func (t *routeTable) inClusterLocked(cluster, brokerName string) bool {
+	_, ok := t.clusterAddrTable[cluster][brokerName]
+	return ok
+}
+
+// askFullRegistrationLocked marks brokerName's master for a full
+// registration. Caller holds t.mu.
+func (t *routeTable) askFullRegistrationLocked(brokerName string) {
+	bd := t.brokerAddrTable[brokerName]
+	if bd == nil {
+		return
+	}
+	if live := t.brokerLiveTable[bd.BrokerAddrs[protocol.MasterID]]; live != nil {
+		live.needFull = true
+	}
 }
 
 // connClosed reports whether conn has closed.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
@@ -25,6 +26,7 @@ type Server struct {
 	routes  *routeTable
 	kv      *kvStore
 	clients *clientRegistry
+	acl     *acl.Checker // nil: ACL off
 
 	lifeMu  sync.Mutex // guards started and stopped
 	started bool
@@ -57,7 +59,22 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var checker *acl.Checker
+	if opts.ACLFile != "" {
+		if checker, err = acl.Load(opts.ACLFile, logger); err != nil {
+			return nil, fmt.Errorf("namesrv: --acl-file: %w", err)
+		}
+	}
+	var serverTLS remoting.ServerTLS
+	if opts.TLSMode != remoting.TLSDisabled {
+		certs, err := remoting.NewCertReloader(opts.TLSCertFile, opts.TLSKeyFile, logger)
+		if err != nil {
+			return nil, fmt.Errorf("namesrv: --tls-cert/--tls-key: %w", err)
+		}
+		serverTLS = remoting.ServerTLS{Mode: opts.TLSMode, Config: certs.ServerConfig()}
+	}
 	rs, err := remoting.NewServer(remoting.ServerOptions{
+		TLS:          serverTLS,
 		Listen:       opts.Listen,
 		MaxFrameSize: opts.MaxFrameSize,
 		Logger:       logger,
@@ -73,6 +90,7 @@ func New(opts Options) (*Server, error) {
 		routes:  newRouteTable(opts.BrokerExpiry),
 		kv:      kv,
 		clients: newClientRegistry(),
+		acl:     checker,
 		stop:    make(chan struct{}),
 	}
 	rs.OnConnect(func(c *remoting.Conn) { c.OnClose(s.connClosed) })
@@ -100,7 +118,7 @@ func (s *Server) registerHandlers() {
 		protocol.GetClientsByIDC:               s.handleGetClientsByIDC,
 	}
 	for code, h := range handlers {
-		s.rs.Handle(int32(code), h)
+		s.rs.Handle(int32(code), s.checked(code, h))
 	}
 }
 
@@ -136,6 +154,13 @@ func (s *Server) Run(ctx context.Context) error {
 		defer s.wg.Done()
 		s.scanLoop()
 	}()
+	if s.acl != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.aclWatchLoop()
+		}()
+	}
 	s.logger.Info("name server serving", "addr", s.Addr(), "brokerExpiry", s.opts.BrokerExpiry,
 		"scanInterval", s.opts.ScanInterval, "clientExpiry", s.opts.ClientExpiry,
 		"kvConfig", s.opts.KVConfigPath, "kvEntries", s.kv.count())

@@ -40,6 +40,9 @@ type ServerOptions struct {
 	MaxUnsentBytes int
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
+	// TLS serves TLS on the listener (see tls.go); the zero value serves
+	// plain connections only.
+	TLS ServerTLS
 }
 
 // Server accepts remoting connections and dispatches requests to handlers by
@@ -81,10 +84,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.TLS.Mode != TLSDisabled && opts.TLS.Config == nil {
+		return nil, fmt.Errorf("remoting: listen %s: %w", opts.Listen, errTLSNoCert)
+	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("remoting: listen %s: %w", opts.Listen, err)
 	}
+	ln = TLSListener(ln, opts.TLS.Config, opts.TLS.Mode)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		opts:     opts,

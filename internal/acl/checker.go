@@ -1,0 +1,184 @@
+package acl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultReloadInterval is how often the ACL file is re-read for changes.
+const DefaultReloadInterval = time.Second
+
+// ErrDenied wraps every refusal Check returns; the role answers it with
+// NO_PERMISSION (16) and the error's text as the remark.
+var ErrDenied = errors.New("access denied")
+
+// Resource is a topic or group a request touches and the permission it
+// needs there.
+type Resource struct {
+	Name  string
+	Group bool
+	Perm  Perm
+}
+
+// Request is what Check needs to know about one request.
+type Request struct {
+	// Code is the request code, for the remark.
+	Code int32
+	// Ext and Body are the request's ext fields and body, as received.
+	Ext  map[string]string
+	Body []byte
+	// RemoteAddr is the peer's "ip:port".
+	RemoteAddr string
+	// Admin marks a request only an admin account may make.
+	Admin bool
+	// Resources are the topics and groups it touches.
+	Resources []Resource
+}
+
+// Checker decides requests against a plain_acl.yml file. WatchLoop
+// re-reads the file when it changes: a bad new file is logged and the last
+// good one stays in force. Its methods are safe for concurrent use.
+type Checker struct {
+	path   string
+	logger *slog.Logger
+
+	cfg      atomic.Pointer[compiled]
+	reloadMu sync.Mutex
+	lastData []byte // guarded by reloadMu
+	reloads  atomic.Int64
+}
+
+// Load reads path; a missing or bad file is an error. Nothing runs until
+// the owner starts WatchLoop.
+func Load(path string, logger *slog.Logger) (*Checker, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Checker{path: path, logger: logger.With("aclFile", path)}
+	if _, err := c.reload(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reloads counts the successful loads (the first included), so tests can
+// wait for a change to be picked up.
+func (c *Checker) Reloads() int64 { return c.reloads.Load() }
+
+// WatchLoop re-reads the file every interval (0 means
+// DefaultReloadInterval) until ctx ends.
+func (c *Checker) WatchLoop(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultReloadInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			changed, err := c.reload()
+			switch {
+			case err != nil:
+				c.logger.Error("ACL file not reloaded; the previous rules stay in force", "err", err)
+			case changed:
+				c.logger.Info("ACL file reloaded", "accounts", len(c.cfg.Load().accounts))
+			}
+		}
+	}
+}
+
+// reload reads the file and applies it when its content changed.
+func (c *Checker) reload() (bool, error) {
+	c.reloadMu.Lock()
+	defer c.reloadMu.Unlock()
+	data, err := os.ReadFile(c.path)
+	if err != nil {
+		return false, fmt.Errorf("acl: %w", err)
+	}
+	if c.lastData != nil && bytes.Equal(data, c.lastData) {
+		return false, nil
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return false, fmt.Errorf("acl: %s: %w", c.path, err)
+	}
+	comp, err := cfg.compile()
+	if err != nil {
+		return false, fmt.Errorf("acl: %s: %w", c.path, err)
+	}
+	c.cfg.Store(comp)
+	c.lastData = data
+	c.reloads.Add(1)
+	return true, nil
+}
+
+// Check decides r: nil lets it through, an error wrapping ErrDenied says
+// why not. The order is RocketMQ's: global white list, access key known,
+// the account's white address, signature, admin, then each resource.
+func (c *Checker) Check(r Request) error {
+	cfg := c.cfg.Load()
+	ip := hostIP(r.RemoteAddr)
+	if cfg.globallyWhite(ip) {
+		return nil
+	}
+	ak := r.Ext[ExtAccessKey]
+	if ak == "" {
+		return fmt.Errorf("%w: request code %d carries no AccessKey; this server requires ACL credentials", ErrDenied, r.Code)
+	}
+	acct := cfg.accounts[ak]
+	if acct == nil {
+		return fmt.Errorf("%w: no account with accessKey %q", ErrDenied, ak)
+	}
+	if ip != nil && acct.white(ip) {
+		return nil
+	}
+	if !verifySignature(r.Ext, r.Body, acct.SecretKey) {
+		return fmt.Errorf("%w: the signature of request code %d does not match accessKey %q's secret key", ErrDenied, r.Code, ak)
+	}
+	if r.Admin && !acct.Admin {
+		return fmt.Errorf("%w: request code %d needs an admin account; accessKey %q is not admin", ErrDenied, r.Code, ak)
+	}
+	for _, res := range r.Resources {
+		if !acct.allows(res) {
+			kind := "topic"
+			if res.Group {
+				kind = "group"
+			}
+			return fmt.Errorf("%w: accessKey %q has no %s permission on %s %s", ErrDenied, ak, res.Perm, kind, res.Name)
+		}
+	}
+	return nil
+}
+
+// retryPrefix marks a group's retry topic, checked as the group.
+const retryPrefix = "%RETRY%"
+
+// allows applies an account's permissions to one resource: its entry, else
+// (for an admin with no entry) everything, else its default.
+func (a *Account) allows(res Resource) bool {
+	name, group := res.Name, res.Group
+	if !group && strings.HasPrefix(name, retryPrefix) {
+		name, group = strings.TrimPrefix(name, retryPrefix), true
+	}
+	table, def := a.TopicPerms, a.DefaultTopicPerm
+	if group {
+		table, def = a.GroupPerms, a.DefaultGroupPerm
+	}
+	if p, ok := table[name]; ok {
+		return p.allows(res.Perm)
+	}
+	if a.Admin {
+		return true
+	}
+	return def.allows(res.Perm)
+}

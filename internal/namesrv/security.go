@@ -1,0 +1,54 @@
+package namesrv
+
+import (
+	"context"
+	"errors"
+
+	"github.com/zonemq/zonemq/internal/acl"
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+)
+
+// The name server's side of the ACL (docs/security.md). With it on, every
+// request needs a valid signature; the writes below need an admin account:
+// a broker registers with admin credentials, an application reads routes
+// and sends client heartbeats with its own.
+var adminCodes = map[protocol.RequestCode]bool{
+	protocol.RegisterBroker:         true,
+	protocol.UnregisterBroker:       true,
+	protocol.BrokerHeartbeat:        true,
+	protocol.QueryDataVersion:       true,
+	protocol.RegisterTopicInNamesrv: true,
+	protocol.DeleteTopicInNamesrv:   true,
+	protocol.PutKVConfig:            true,
+	protocol.DeleteKVConfig:         true,
+}
+
+// checked puts the ACL in front of h when it is on.
+func (s *Server) checked(code protocol.RequestCode, h remoting.Handler) remoting.Handler {
+	if s.acl == nil {
+		return h
+	}
+	return func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+		err := s.acl.Check(acl.Request{Code: req.Code, Ext: req.ExtFields, Body: req.Body,
+			RemoteAddr: c.RemoteAddr(), Admin: adminCodes[code]})
+		if err == nil {
+			return h(ctx, c, req)
+		}
+		if errors.Is(err, acl.ErrDenied) {
+			s.logger.Debug("request refused by the ACL", "code", code, "peer", c.RemoteAddr(), "err", err)
+		}
+		return reply(req, protocol.NoPermission, err.Error())
+	}
+}
+
+// aclWatchLoop re-reads the ACL file until the server stops.
+func (s *Server) aclWatchLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.stop
+		cancel()
+	}()
+	s.acl.WatchLoop(ctx, s.opts.ACLReloadInterval)
+}
