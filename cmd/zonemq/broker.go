@@ -200,6 +200,8 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		"controller elects the group's master; a master acknowledges only while it holds its lease")
 	fs.DurationVar(&opts.ControllerHeartbeatInterval, "controller-heartbeat-interval", opts.ControllerHeartbeatInterval,
 		"period of the reports to the controller (about a third of its --master-lease-timeout)")
+	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
+		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
@@ -379,6 +381,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "broker listening on %s idc=%s name=%s\n", s.Addr(), ba.opts.IDC, ba.opts.BrokerName)
+	printMetricsAddr(stdout, "broker", s.MetricsAddr())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	select {

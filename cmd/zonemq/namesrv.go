@@ -73,6 +73,8 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 			"empty keeps it in memory only (config-file alias: kvConfigPath)")
 	fs.IntVar(&opts.MaxFrameSize, "max-frame-size", 0,
 		"largest request frame accepted, in `bytes`; 0 means 16777216 (RocketMQ's)")
+	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
+		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
@@ -106,6 +108,7 @@ func runNamesrv(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	fmt.Fprintf(stdout, "namesrv listening on %s idc=%s\n", s.Addr(), opts.IDC)
+	printMetricsAddr(stdout, "namesrv", s.MetricsAddr())
 	if ctrlOpts != nil {
 		return runWithController(ctx, *ctrlOpts, stdout, s.Run, s.Shutdown)
 	}

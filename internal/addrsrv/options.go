@@ -41,6 +41,10 @@ type Options struct {
 	// DownAfter is how many consecutive failed probes mark a name server
 	// down (--down-after). One good probe marks it up again.
 	DownAfter int
+	// MetricsListen, when set, is the "host:port" serving Prometheus metrics
+	// at /metrics (--metrics-listen; port 0 picks one, MetricsAddr reports
+	// it). docs/metrics.md lists the metrics.
+	MetricsListen string
 	// Logger receives state changes; nil discards them.
 	Logger *slog.Logger
 }

@@ -151,6 +151,10 @@ type Options struct {
 	// pull or CHECK_CLIENT_CONFIG is refused with SYSTEM_ERROR, as there.
 	EnablePropertyFilter bool
 
+	// MetricsListen, when set, is the "host:port" serving Prometheus metrics
+	// at /metrics (--metrics-listen; port 0 picks one, MetricsAddr reports
+	// it). docs/metrics.md lists the metrics.
+	MetricsListen string
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
 }

@@ -43,6 +43,10 @@ type Options struct {
 	// MaxFrameSize caps an incoming frame in bytes; 0 means the remoting
 	// default (16 MiB, RocketMQ's).
 	MaxFrameSize int
+	// MetricsListen, when set, is the "host:port" serving Prometheus metrics
+	// at /metrics (--metrics-listen; port 0 picks one, MetricsAddr reports
+	// it). docs/metrics.md lists the metrics.
+	MetricsListen string
 	// Logger receives the server's events; nil discards them. The server
 	// adds role=namesrv and idc=IDC to every line.
 	Logger *slog.Logger

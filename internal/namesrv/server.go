@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/metrics"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
@@ -22,9 +23,11 @@ type Server struct {
 	now    func() time.Time
 	rs     *remoting.Server
 
-	routes  *routeTable
-	kv      *kvStore
-	clients *clientRegistry
+	routes    *routeTable
+	kv        *kvStore
+	clients   *clientRegistry
+	metrics   *namesrvMetrics   // metrics.go
+	metricsEP *metrics.Endpoint // --metrics-listen; nil when unset
 
 	lifeMu  sync.Mutex // guards started and stopped
 	started bool
@@ -73,10 +76,15 @@ func New(opts Options) (*Server, error) {
 		routes:  newRouteTable(opts.BrokerExpiry),
 		kv:      kv,
 		clients: newClientRegistry(),
+		metrics: newNamesrvMetrics(opts.IDC),
 		stop:    make(chan struct{}),
 	}
 	rs.OnConnect(func(c *remoting.Conn) { c.OnClose(s.connClosed) })
 	s.registerHandlers()
+	if s.metricsEP, err = s.listenMetrics(); err != nil {
+		rs.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -168,6 +176,7 @@ func (s *Server) Shutdown() {
 		// Closing every connection fires the close hooks; they see s.stop
 		// closed and leave the tables alone (nothing is leaving, we are).
 		s.rs.Close()
+		s.metricsEP.Close()
 		s.logger.Info("name server stopped")
 	}
 	s.lifeMu.Unlock()
@@ -227,6 +236,7 @@ func (s *Server) connClosed(c *remoting.Conn) {
 }
 
 func (s *Server) logRemoval(rm removal) {
+	s.metrics.removed(rm)
 	s.logger.Info("broker removed", "brokerName", rm.brokerName, "brokerAddr", rm.brokerAddr,
 		"brokerId", rm.brokerID, "cluster", rm.clusterName, "zone", rm.zoneName,
 		"lastAddrOfBroker", rm.brokerRemoved, "reason", rm.reason)
