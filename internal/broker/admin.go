@@ -40,6 +40,7 @@ func (s *Server) handleGetBrokerRuntimeInfo(ctx context.Context, c *remoting.Con
 		"namesrvRegistered":     s.namesrvs.describe(),
 	}
 	s.repl.describe(table)
+	s.metrics.runtimeInfo(table)
 	return successJSON(req, protocol.KVTable{Table: table})
 }
 

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +59,8 @@ type brokerMetrics struct {
 	out      sync.Map // topicGroup → *flowCounters
 	crossIn  sync.Map // client IDC → *atomic.Int64
 	crossOut sync.Map // client IDC → *atomic.Int64
+	inByIDC  sync.Map // client IDC ("" unknown) → *atomic.Int64
+	outByIDC sync.Map // client IDC ("" unknown) → *atomic.Int64
 
 	takeovers    atomic.Int64
 	lastTakeover atomic.Int64 // unix nanoseconds; 0 before the first
@@ -72,6 +75,7 @@ type brokerMetrics struct {
 type brokerDescs struct {
 	messagesIn, bytesIn, messagesOut, bytesOut *prometheus.Desc
 	crossIn, crossOut                          *prometheus.Desc
+	inByIDC, outByIDC                          *prometheus.Desc
 	takeovers, lastTakeover                    *prometheus.Desc
 	commitLogBytes, commitLogMax               *prometheus.Desc
 	diskUsed, diskMax                          *prometheus.Desc
@@ -104,6 +108,8 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 			bytesOut:       desc("bytes_out_total", "Stored record bytes returned to consumers' pulls, by topic and group (rocketmq_consumer_message_size as a rate).", "topic", "group"),
 			crossIn:        desc("cross_idc_messages_in_total", "Messages stored here from producers of another IDC, by the producer's IDC; stays 0 while every IDC is healthy.", "client_idc"),
 			crossOut:       desc("cross_idc_messages_out_total", "Messages read from here by consumers of another IDC, by the consumer's IDC; stays 0 while every IDC is healthy.", "client_idc"),
+			inByIDC:        desc("client_messages_in_total", "Messages stored from producers, by the producer's IDC (\"\" for stock clients): where each IDC's producers send.", "client_idc"),
+			outByIDC:       desc("client_messages_out_total", "Messages returned to pulls, by the consumer's IDC (\"\" for stock clients): where each IDC's consumers read.", "client_idc"),
 			takeovers:      desc("takeovers_total", "Times a queue of this broker began to be read by a consumer of another IDC (its own IDC's consumers gone)."),
 			lastTakeover:   desc("last_takeover_timestamp_seconds", "Unix time of the last takeover; 0 before the first."),
 			commitLogBytes: desc("commitlog_bytes", "Bytes of commit log kept on disk (max offset minus min offset)."),
@@ -175,7 +181,9 @@ func (m *brokerMetrics) sent(c *remoting.Conn, req, resp *remoting.Command) {
 	f := loadOrNew[string, flowCounters](&m.in, topic)
 	f.messages.Add(n)
 	f.bytes.Add(int64(len(req.Body)))
-	if from := m.s.clientIDC(c); from != "" && from != m.s.opts.IDC {
+	from := m.s.clientIDC(c)
+	loadOrNew[string, atomic.Int64](&m.inByIDC, from).Add(n)
+	if from != "" && from != m.s.opts.IDC {
 		loadOrNew[string, atomic.Int64](&m.crossIn, from).Add(n)
 	}
 }
@@ -195,6 +203,7 @@ func (m *brokerMetrics) pulled(p *pullRequest, code protocol.ResponseCode, res s
 	f.messages.Add(n)
 	f.bytes.Add(size)
 	from := m.s.clientIDC(p.conn)
+	loadOrNew[string, atomic.Int64](&m.outByIDC, from).Add(n)
 	if from != "" && from != m.s.opts.IDC {
 		loadOrNew[string, atomic.Int64](&m.crossOut, from).Add(n)
 	}
@@ -263,7 +272,7 @@ func (r *clientRegistry) clientIDOf(conn *remoting.Conn) (string, bool) {
 // Describe sends the descriptions of the scrape-time metrics.
 func (m *brokerMetrics) Describe(ch chan<- *prometheus.Desc) {
 	d := &m.descs
-	for _, x := range []*prometheus.Desc{d.messagesIn, d.bytesIn, d.messagesOut, d.bytesOut, d.crossIn, d.crossOut,
+	for _, x := range []*prometheus.Desc{d.messagesIn, d.bytesIn, d.messagesOut, d.bytesOut, d.crossIn, d.crossOut, d.inByIDC, d.outByIDC,
 		d.takeovers, d.lastTakeover, d.commitLogBytes, d.commitLogMax, d.diskUsed, d.diskMax, d.lag,
 		d.connections, d.parkedPulls, d.producerGroups, d.consumerGroups, d.topics, d.startTime} {
 		ch <- x
@@ -293,6 +302,8 @@ func (m *brokerMetrics) Collect(ch chan<- prometheus.Metric) {
 	})
 	m.crossIn.Range(func(k, v any) bool { counter(d.crossIn, v.(*atomic.Int64).Load(), k.(string)); return true })
 	m.crossOut.Range(func(k, v any) bool { counter(d.crossOut, v.(*atomic.Int64).Load(), k.(string)); return true })
+	m.inByIDC.Range(func(k, v any) bool { counter(d.inByIDC, v.(*atomic.Int64).Load(), k.(string)); return true })
+	m.outByIDC.Range(func(k, v any) bool { counter(d.outByIDC, v.(*atomic.Int64).Load(), k.(string)); return true })
 	counter(d.takeovers, m.takeovers.Load())
 	last := 0.0
 	if ns := m.lastTakeover.Load(); ns != 0 {
@@ -337,3 +348,21 @@ func (s *Server) listenMetrics() error {
 
 // MetricsAddr is the bound metrics address, "" without --metrics-listen.
 func (s *Server) MetricsAddr() string { return s.metricsEP.Addr() }
+
+// runtimeInfo adds the per-client-IDC flows to GET_BROKER_RUNTIME_INFO, so
+// a console (or `zonemq admin broker stats`) sees where each IDC's clients
+// send and read without scraping /metrics: "idc1=120;idc2=3".
+func (m *brokerMetrics) runtimeInfo(table map[string]string) {
+	flat := func(sm *sync.Map) string {
+		var parts []string
+		sm.Range(func(k, v any) bool {
+			parts = append(parts, k.(string)+"="+strconv.FormatInt(v.(*atomic.Int64).Load(), 10))
+			return true
+		})
+		sort.Strings(parts)
+		return strings.Join(parts, ";")
+	}
+	table["zonemqMsgInByClientIDC"] = flat(&m.inByIDC)
+	table["zonemqMsgOutByClientIDC"] = flat(&m.outByIDC)
+	table["zonemqTakeovers"] = strconv.FormatInt(m.takeovers.Load(), 10)
+}

@@ -1,0 +1,63 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/zonemq/zonemq/internal/idc"
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// ConsumerConnection is one member of a consumer group as a broker sees it.
+type ConsumerConnection struct {
+	ClientID string
+	// IDC is the IDC the client id carries ("" for stock clients).
+	IDC      string
+	Addr     string
+	Language string
+	Version  int32
+}
+
+// GroupConnections is a consumer group's members and subscriptions on one
+// broker (GET_CONSUMER_CONNECTION_LIST, `mqadmin consumerConnection`).
+type GroupConnections struct {
+	BrokerAddr   string
+	Members      []ConsumerConnection
+	Topics       map[string]string // topic → subscription expression
+	ConsumeType  string
+	MessageModel string
+	ConsumeFrom  string
+}
+
+// ConsumerConnections asks the broker at addr who is in group. A group with
+// no member there gets a ResponseError (CONSUMER_NOT_ONLINE, 206).
+func (a *Admin) ConsumerConnections(ctx context.Context, addr, group string) (*GroupConnections, error) {
+	if err := a.c.running(); err != nil {
+		return nil, err
+	}
+	h := protocol.ConsumerGroupRequestHeader{ConsumerGroup: group}
+	resp, err := a.c.invoke(ctx, addr, request(protocol.GetConsumerConnectionList, h.Ext(), nil), a.c.cfg.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != int32(protocol.Success) {
+		return nil, responseError(protocol.GetConsumerConnectionList, addr, resp)
+	}
+	var cc protocol.ConsumerConnection
+	if err := json.Unmarshal(resp.Body, &cc); err != nil {
+		return nil, fmt.Errorf("zonemq client: consumer connections from %s: %w", addr, err)
+	}
+	out := &GroupConnections{BrokerAddr: addr, Topics: map[string]string{}, ConsumeType: cc.ConsumeType,
+		MessageModel: cc.MessageModel, ConsumeFrom: cc.ConsumeFromWhere}
+	for topic, sd := range cc.SubscriptionTable {
+		out.Topics[topic] = sd.SubString
+	}
+	for _, c := range cc.ConnectionSet {
+		out.Members = append(out.Members, ConsumerConnection{ClientID: c.ClientID, IDC: idc.IDCOfClientID(c.ClientID),
+			Addr: c.ClientAddr, Language: c.Language, Version: c.Version})
+	}
+	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].ClientID < out.Members[j].ClientID })
+	return out, nil
+}
