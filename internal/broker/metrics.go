@@ -44,8 +44,20 @@ type queueOfGroup struct {
 	queueID      int32
 }
 
-// connIDCKey is the remoting.Conn value holding the client's IDC once known.
+// connIDCKey is the remoting.Conn value holding a *connIDC.
 type connIDCKey struct{}
+
+// connIDC caches a connection's client IDC. Until a heartbeat registered
+// the connection, the registry is searched again at most once per
+// idcRecheck, so an unregistered producer's sends do not each scan it.
+type connIDC struct {
+	idc     string
+	known   bool
+	checked time.Time
+}
+
+// idcRecheck is how often an unregistered connection's IDC is looked for.
+const idcRecheck = time.Second
 
 // brokerMetrics holds the broker's counters and histograms.
 type brokerMetrics struct {
@@ -234,22 +246,23 @@ func loadOrNew[K comparable, V any](m *sync.Map, k K) *V {
 
 // clientIDC returns the IDC carried by the client id a connection's
 // heartbeats registered ("" for stock clients and unregistered
-// connections). It is cached on the connection once found, so the registry
-// is searched only until the client's first heartbeat.
+// connections), cached on the connection (see connIDC).
 func (s *Server) clientIDC(c *remoting.Conn) string {
 	if c == nil {
 		return ""
 	}
-	if v, ok := c.Value(connIDCKey{}).(string); ok {
-		return v
+	cached, _ := c.Value(connIDCKey{}).(*connIDC)
+	if cached != nil && (cached.known || time.Since(cached.checked) < idcRecheck) {
+		return cached.idc
 	}
-	id, ok := s.registry.clientIDOf(c)
-	if !ok {
-		return ""
+	// Concurrent requests on one connection may both search; each stores a
+	// fresh value, never mutates a shared one.
+	next := &connIDC{checked: time.Now()}
+	if id, ok := s.registry.clientIDOf(c); ok {
+		next.idc, next.known = idc.IDCOfClientID(id), true
 	}
-	v := idc.IDCOfClientID(id)
-	c.SetValue(connIDCKey{}, v)
-	return v
+	c.SetValue(connIDCKey{}, next)
+	return next.idc
 }
 
 // clientIDOf returns the client id registered on conn.
