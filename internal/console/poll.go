@@ -323,12 +323,13 @@ func (p *poller) targets(snap *Snapshot, what, from string, rates map[string]flo
 	if total >= minFlowRate {
 		key := what + " " + from
 		if prev, ok := p.dominant[key]; ok && prev != best {
-			verb := map[string]string{"produce": "producers now send to", "consume": "consumers now read from"}[what]
-			kind := "move"
+			verb := map[string]string{"produce": "producers", "consume": "consumers"}[what]
 			if best == from {
-				kind = "up"
+				p.event(snap, "up", from, fmt.Sprintf("%s's %s are back on %s's own brokers (%.0f msg/s)", from, verb, from, bestRate))
+			} else {
+				verb = map[string]string{"produce": "producers now send to", "consume": "consumers now read from"}[what]
+				p.event(snap, "move", from, fmt.Sprintf("%s's %s %s's brokers (%.0f msg/s)", from, verb, best, bestRate))
 			}
-			p.event(snap, kind, from, fmt.Sprintf("%s's %s %s's brokers (%.0f msg/s)", from, verb, best, bestRate))
 		}
 		p.dominant[key] = best
 	}
