@@ -43,6 +43,10 @@ var adminCommands = []adminCommand{
 	{"controller elect", "ask the failover controller for a new master of a group (--to ID, or --force)", runAdminControllerElect},
 	{"group", "show a consumer group's offsets, lag and owner per queue", runAdminGroup},
 	{"clients", "list the live producers and consumers of every IDC", runAdminClients},
+	{"message", "show a message by id or the messages of a topic with a key: properties and body", runAdminMessage},
+	{"offset reset", "reset a group's offsets of a topic to earliest, latest or a time (consumers stopped)", runAdminOffsetReset},
+	{"broker stats", "TPS in and out per broker, per client IDC, over an interval", runAdminBrokerStats},
+	{"consumer connections", "a consumer group's members on every broker and their subscriptions", runAdminConsumerConnections},
 	{"kv get", "read one key of the name servers' KV config", runAdminKVGet},
 	{"kv put", "write one key on every name server of every IDC", runAdminKVPut},
 	{"kv delete", "delete one key on every name server of every IDC", runAdminKVDelete},
@@ -88,7 +92,7 @@ func adminUsage(w io.Writer) {
 	fmt.Fprintln(w, "--idc NAME and --output text|json.")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range adminCommands {
-		fmt.Fprintf(w, "  %-17s %s\n", c.path, c.summary)
+		fmt.Fprintf(w, "  %-21s %s\n", c.path, c.summary)
 	}
 }
 
