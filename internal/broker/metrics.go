@@ -122,7 +122,7 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 			crossOut:       desc("cross_idc_messages_out_total", "Messages read from here by consumers of another IDC, by the consumer's IDC; stays 0 while every IDC is healthy.", "client_idc"),
 			inByIDC:        desc("client_messages_in_total", "Messages stored from producers, by the producer's IDC (\"\" for stock clients): where each IDC's producers send.", "client_idc"),
 			outByIDC:       desc("client_messages_out_total", "Messages returned to pulls, by the consumer's IDC (\"\" for stock clients): where each IDC's consumers read.", "client_idc"),
-			takeovers:      desc("takeovers_total", "Times a queue of this broker began to be read by a consumer of another IDC (its own IDC's consumers gone)."),
+			takeovers:      desc("takeovers_total", "Times a queue of this broker began to be read by a consumer of another IDC, after one of a different IDC read it: consumers moving between IDCs in a failover or a fail-back."),
 			lastTakeover:   desc("last_takeover_timestamp_seconds", "Unix time of the last takeover; 0 before the first."),
 			commitLogBytes: desc("commitlog_bytes", "Bytes of commit log kept on disk (max offset minus min offset)."),
 			commitLogMax:   desc("commitlog_max_offset", "The commit log's write position (bytes ever written)."),
