@@ -1,7 +1,10 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -87,5 +90,23 @@ func TestBrokerMetricsAfterTraffic(t *testing.T) {
 	}
 	if _, ok := testutil.Find(series, "go_goroutines"); !ok {
 		t.Errorf("the Go runtime collector is missing")
+	}
+
+	// docs/metrics.md lists every broker metric the endpoint serves.
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	testutil.NoError(t, err, "reading docs/metrics.md")
+	for _, se := range series {
+		name, ok := strings.CutPrefix(se.Name, "zonemq_broker_")
+		if !ok {
+			continue
+		}
+		for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+			if base, cut := strings.CutSuffix(name, suffix); cut && strings.HasSuffix(base, "_seconds") {
+				name = base
+			}
+		}
+		if !bytes.Contains(doc, []byte("`"+name+"`")) {
+			t.Errorf("%s is served but not listed in docs/metrics.md", se.Name)
+		}
 	}
 }
