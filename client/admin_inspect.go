@@ -61,3 +61,42 @@ func (a *Admin) ConsumerConnections(ctx context.Context, addr, group string) (*G
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].ClientID < out.Members[j].ClientID })
 	return out, nil
 }
+
+// ProducerConnection is one producer of a group as a broker sees it.
+type ProducerConnection struct {
+	ClientID string
+	// IDC is the IDC the client id carries ("" for stock clients).
+	IDC      string
+	Addr     string
+	Language string
+	Version  int32
+}
+
+// ProducerConnections asks the broker at addr which producers of group are
+// connected (GET_PRODUCER_CONNECTION_LIST, `mqadmin producerConnection`). A
+// producer is listed once its first heartbeat reached the broker (about a
+// second after it first used it). A group with none there gets a
+// ResponseError (SYSTEM_ERROR, as Java brokers answer).
+func (a *Admin) ProducerConnections(ctx context.Context, addr, group string) ([]ProducerConnection, error) {
+	if err := a.c.running(); err != nil {
+		return nil, err
+	}
+	h := protocol.ProducerGroupRequestHeader{ProducerGroup: group}
+	resp, err := a.c.invoke(ctx, addr, request(protocol.GetProducerConnectionList, h.Ext(), nil), a.c.cfg.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != int32(protocol.Success) {
+		return nil, responseError(protocol.GetProducerConnectionList, addr, resp)
+	}
+	var pc protocol.ProducerConnection
+	if err := json.Unmarshal(resp.Body, &pc); err != nil {
+		return nil, fmt.Errorf("zonemq client: producer connections from %s: %w", addr, err)
+	}
+	out := make([]ProducerConnection, 0, len(pc.ConnectionSet))
+	for _, c := range pc.ConnectionSet {
+		out = append(out, ProducerConnection{ClientID: c.ClientID, IDC: idc.IDCOfClientID(c.ClientID),
+			Addr: c.ClientAddr, Language: c.Language, Version: c.Version})
+	}
+	return out, nil
+}

@@ -47,6 +47,7 @@ var adminCommands = []adminCommand{
 	{"offset reset", "reset a group's offsets of a topic to earliest, latest or a time (consumers stopped)", runAdminOffsetReset},
 	{"broker stats", "TPS in and out per broker, per client IDC, over an interval", runAdminBrokerStats},
 	{"consumer connections", "a consumer group's members on every broker and their subscriptions", runAdminConsumerConnections},
+	{"producer connections", "a producer group's connected producers on every broker", runAdminProducerConnections},
 	{"kv get", "read one key of the name servers' KV config", runAdminKVGet},
 	{"kv put", "write one key on every name server of every IDC", runAdminKVPut},
 	{"kv delete", "delete one key on every name server of every IDC", runAdminKVDelete},

@@ -413,3 +413,50 @@ func runAdminConsumerConnections(ctx context.Context, args []string, stdout, std
 	}
 	return t.flush()
 }
+
+// producerConnJSON is one producer of `admin producer connections`.
+type producerConnJSON struct {
+	Broker     string `json:"broker"`
+	BrokerAddr string `json:"brokerAddr"`
+	ClientID   string `json:"clientId"`
+	IDC        string `json:"idc"`
+	Addr       string `json:"addr"`
+	Language   string `json:"language"`
+	Version    int32  `json:"version"`
+}
+
+func runAdminProducerConnections(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	s := newAdminSession("producer connections", "[--group G] [--output text|json]", stderr)
+	group := s.fs.String("group", client.DefaultProducerGroup, "producer group")
+	check := func() error { return protocol.ValidateGroup(*group) }
+	if err := s.connect(ctx, args, check); err != nil {
+		return err
+	}
+	defer s.close()
+	brokers, err := s.admin.Cluster(ctx)
+	if err != nil {
+		return clientError(err)
+	}
+	var rows []producerConnJSON
+	for _, b := range brokers {
+		pcs, err := s.admin.ProducerConnections(ctx, b.Addr, *group)
+		if err != nil {
+			continue // none there, or the broker is down
+		}
+		for _, p := range pcs {
+			rows = append(rows, producerConnJSON{Broker: b.Name, BrokerAddr: b.Addr, ClientID: p.ClientID, IDC: p.IDC,
+				Addr: p.Addr, Language: p.Language, Version: p.Version})
+		}
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("producer group %s is not connected to any broker", *group)
+	}
+	if s.json() {
+		return printJSON(stdout, rows)
+	}
+	t := newTable(stdout, "BROKER", "CLIENT ID", "IDC", "ADDRESS", "LANGUAGE", "VERSION")
+	for _, r := range rows {
+		t.row(r.Broker, r.ClientID, r.IDC, r.Addr, r.Language, r.Version)
+	}
+	return t.flush()
+}

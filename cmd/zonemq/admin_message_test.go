@@ -106,6 +106,26 @@ func TestCLIAdminMessageOffsetsStatsConnections(t *testing.T) {
 	testutil.Equal(t, conns[0].IDC, "idc2", r.stdout)
 	testutil.Equal(t, conns[0].Subscription[topic], "TagA || TagB", r.stdout)
 	testutil.Equal(t, admin("consumer", "connections", "--group", "NobodyHere").code, 1)
+
+	// Producer connections: a live producer of idc2, listed once it has
+	// sent (its heartbeat follows within a second).
+	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: cc, Group: "MsgProducers"})
+	testutil.NoError(t, err)
+	testutil.NoError(t, p.Start(context.Background()))
+	t.Cleanup(func() { p.Shutdown(context.Background()) })
+	_, err = p.SendSync(context.Background(), &client.Message{Topic: topic, Body: []byte("x")})
+	testutil.NoError(t, err, "send")
+	var prods []producerConnJSON
+	testutil.Eventually(t, 10*time.Second, func() error {
+		r = admin("producer", "connections", "--group", "MsgProducers", "--output", "json")
+		if r.code != 0 {
+			return cliErr(r)
+		}
+		cliDecode(t, r.stdout, &prods)
+		return nil
+	})
+	testutil.Equal(t, prods[0].IDC, "idc2", r.stdout)
+	testutil.Equal(t, admin("producer", "connections", "--group", "NobodyHere").code, 1)
 }
 
 func TestCLIAdminResetTargetParsing(t *testing.T) {

@@ -401,6 +401,7 @@ func (s *Server) registerHandlers() {
 	s.handle(protocol.UnregisterClient, s.handleUnregisterClient)
 	s.handle(protocol.GetConsumerListByGroup, s.handleGetConsumerListByGroup)
 	s.handle(protocol.GetConsumerConnectionList, s.handleGetConsumerConnectionList)
+	s.handle(protocol.GetProducerConnectionList, s.handleGetProducerConnectionList)
 	s.handle(protocol.UpdateAndCreateTopic, s.handleUpdateAndCreateTopic)
 	s.handle(protocol.DeleteTopicInBroker, s.handleDeleteTopicInBroker)
 	s.handle(protocol.GetAllTopicConfig, s.handleGetAllTopicConfig)
