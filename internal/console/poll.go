@@ -35,6 +35,7 @@ const addrsrvIDCHeader = "Zonemq-Idc"
 // brokerState is what the poller remembers of a broker between polls.
 type brokerState struct {
 	name, idc, addr string
+	id              int64 // 0 = master; a replica's id otherwise
 	up              bool
 	detail          string
 	at              time.Time
@@ -122,9 +123,9 @@ func (p *poller) poll(ctx context.Context) Snapshot {
 	}
 
 	p.pollBrokers(ctx, &snap, now)
-	for _, b := range sortedValues(p.brokers, func(b *brokerState) string { return b.idc + " " + b.name }) {
+	for _, b := range sortedValues(p.brokers, func(b *brokerState) string { return b.idc + " " + brokerKey(b.name, b.id) }) {
 		v := idcOf(b.idc)
-		bv := BrokerView{Name: b.name, Addr: b.addr, Up: b.up, Detail: b.detail}
+		bv := BrokerView{Name: b.name, ID: b.id, Key: brokerKey(b.name, b.id), Addr: b.addr, Up: b.up, Detail: b.detail}
 		if b.up {
 			bv.InRate, bv.OutRate = sum(b.inRate), sum(b.outRate)
 			bv.Topics, _ = strconv.Atoi(b.runtime["topicCount"])
@@ -195,23 +196,21 @@ func (p *poller) pollBrokers(ctx context.Context, snap *Snapshot, now time.Time)
 		snap.Problems = append(snap.Problems, "cluster info: "+err.Error())
 	}
 	for _, b := range cluster {
-		if b.ID != 0 {
-			continue // masters only: zonemq runs no slaves
-		}
-		st := p.brokers[b.Name]
+		key := brokerKey(b.Name, b.ID)
+		st := p.brokers[key]
 		if st == nil {
-			st = &brokerState{name: b.Name}
-			p.brokers[b.Name] = st
+			st = &brokerState{name: b.Name, id: b.ID}
+			p.brokers[key] = st
 		}
 		st.idc, st.addr = b.IDC, b.Addr
-		registered[b.Name] = true
+		registered[key] = true
 	}
 	var wg sync.WaitGroup
 	for _, st := range p.brokers {
 		if err != nil {
 			break // no cluster info: keep every broker as it was
 		}
-		if !registered[st.name] {
+		if !registered[brokerKey(st.name, st.id)] {
 			st.up, st.detail = false, "not registered with the name servers"
 			st.inRate, st.outRate = nil, nil
 			continue
@@ -236,8 +235,8 @@ func (p *poller) pollBrokers(ctx context.Context, snap *Snapshot, now time.Time)
 		}()
 	}
 	wg.Wait()
-	for _, st := range p.brokers {
-		p.transition(snap, "broker "+st.name, st.up, st.idc, "broker "+st.name)
+	for key, st := range p.brokers {
+		p.transition(snap, "broker "+key, st.up, st.idc, "broker "+key)
 	}
 }
 
@@ -372,6 +371,15 @@ func (p *poller) pollTopics(ctx context.Context, snap *Snapshot) []TopicView {
 	return out
 }
 
+// brokerKey names a broker of a group: its name for the master (id 0),
+// "name#id" for a replica.
+func brokerKey(name string, id int64) string {
+	if id == 0 {
+		return name
+	}
+	return name + "#" + strconv.FormatInt(id, 10)
+}
+
 // systemTopic reports RocketMQ's and zonemq's internal topics, and the
 // cluster and broker names the name servers list as topics.
 func (p *poller) systemTopic(n string) bool {
@@ -383,8 +391,12 @@ func (p *poller) systemTopic(n string) bool {
 		"TRANS_CHECK_MAX_TIME_TOPIC", "DefaultCluster", "DefaultHeartBeatSyncerTopic":
 		return true
 	}
-	_, isBroker := p.brokers[n]
-	return isBroker
+	for _, b := range p.brokers {
+		if b.name == n {
+			return true
+		}
+	}
+	return false
 }
 
 // pollGroups reads each consumer group's queues: owner, its IDC and lag.
@@ -435,8 +447,8 @@ func (p *poller) pollGroups(ctx context.Context, snap *Snapshot, groups []string
 // groupConnections asks the live brokers, in name order, until one knows
 // the group.
 func (p *poller) groupConnections(ctx context.Context, group string) *client.GroupConnections {
-	for _, b := range sortedValues(p.brokers, func(b *brokerState) string { return b.name }) {
-		if !b.up {
+	for _, b := range sortedValues(p.brokers, func(b *brokerState) string { return brokerKey(b.name, b.id) }) {
+		if !b.up || b.id != 0 {
 			continue
 		}
 		if gc, err := p.admin.ConsumerConnections(ctx, b.addr, group); err == nil {

@@ -36,6 +36,8 @@ type EndpointView struct {
 // BrokerView is one broker as the name servers and its runtime info show it.
 type BrokerView struct {
 	Name      string  `json:"name"`
+	ID        int64   `json:"id"`  // 0: master; else a replica
+	Key       string  `json:"key"` // name, or name#id for a replica
 	Addr      string  `json:"addr"`
 	Up        bool    `json:"up"`
 	Detail    string  `json:"detail,omitempty"`
