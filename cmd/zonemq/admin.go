@@ -47,6 +47,8 @@ var adminCommands = []adminCommand{
 	{"offset reset", "reset a group's offsets of a topic to earliest, latest or a time (consumers stopped)", runAdminOffsetReset},
 	{"broker stats", "TPS in and out per broker, per client IDC, over an interval", runAdminBrokerStats},
 	{"consumer connections", "a consumer group's members on every broker and their subscriptions", runAdminConsumerConnections},
+	{"dlq browse", "list the messages in a consumer group's dead-letter queue", runAdminDLQBrowse},
+	{"dlq resend", "send a dead-lettered message to its group once more (through the retry topic)", runAdminDLQResend},
 	{"producer connections", "a producer group's connected producers on every broker", runAdminProducerConnections},
 	{"kv get", "read one key of the name servers' KV config", runAdminKVGet},
 	{"kv put", "write one key on every name server of every IDC", runAdminKVPut},
@@ -105,6 +107,7 @@ type adminSession struct {
 	output string
 	stderr io.Writer
 	admin  *client.Admin
+	cfg    client.ClientConfig // as connect parsed it
 }
 
 func newAdminSession(path, synopsis string, stderr io.Writer) *adminSession {
@@ -150,7 +153,7 @@ func (s *adminSession) connect(ctx context.Context, args []string, check func() 
 		_ = a.Shutdown(context.Background())
 		return fmt.Errorf("cannot reach the cluster: %s", oneLine(err.Error()))
 	}
-	s.admin = a
+	s.admin, s.cfg = a, cfg
 	return nil
 }
 
