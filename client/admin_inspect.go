@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/zonemq/zonemq/internal/idc"
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -99,4 +100,47 @@ func (a *Admin) ProducerConnections(ctx context.Context, addr, group string) ([]
 			Addr: c.ClientAddr, Language: c.Language, Version: c.Version})
 	}
 	return out, nil
+}
+
+// BrokerConfig returns the settings of the broker at addr
+// (GET_BROKER_CONFIG, `mqadmin getBrokerConfig`), RocketMQ broker.conf
+// names where one exists.
+func (a *Admin) BrokerConfig(ctx context.Context, addr string) (map[string]string, error) {
+	if err := a.c.running(); err != nil {
+		return nil, err
+	}
+	resp, err := a.c.invoke(ctx, addr, request(protocol.GetBrokerConfig, nil, nil), a.c.cfg.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != int32(protocol.Success) {
+		return nil, responseError(protocol.GetBrokerConfig, addr, resp)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(resp.Body), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// UpdateBrokerConfig changes settings of the broker at addr while it runs
+// (UPDATE_BROKER_CONFIG, `mqadmin updateBrokerConfig`). zonemq brokers
+// accept only the keys that are safe to change live (diskMaxUsedSpaceRatio)
+// and refuse the whole request otherwise; the change lasts until restart.
+func (a *Admin) UpdateBrokerConfig(ctx context.Context, addr string, kv map[string]string) error {
+	if err := a.c.running(); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k, kv[k])
+	}
+	return a.expectSuccess(ctx, addr, protocol.UpdateBrokerConfig, nil, []byte(b.String()))
 }

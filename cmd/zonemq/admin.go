@@ -45,6 +45,7 @@ var adminCommands = []adminCommand{
 	{"clients", "list the live producers and consumers of every IDC", runAdminClients},
 	{"message", "show a message by id or the messages of a topic with a key: properties and body", runAdminMessage},
 	{"offset reset", "reset a group's offsets of a topic to earliest, latest or a time (consumers stopped)", runAdminOffsetReset},
+	{"broker config", "show a broker's settings, or change the ones safe to change live (--set k=v)", runAdminBrokerConfig},
 	{"broker stats", "TPS in and out per broker, per client IDC, over an interval", runAdminBrokerStats},
 	{"consumer connections", "a consumer group's members on every broker and their subscriptions", runAdminConsumerConnections},
 	{"dlq browse", "list the messages in a consumer group's dead-letter queue", runAdminDLQBrowse},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/zonemq/zonemq/client"
@@ -91,4 +92,53 @@ func runAdminDLQResend(ctx context.Context, args []string, stdout, stderr io.Wri
 	}
 	_, err = fmt.Fprintf(stdout, "resent %s to %s as %s (broker %s, %s)\n", *id, protocol.RetryTopic(*group), res.MsgID, res.BrokerName, res.IDC)
 	return err
+}
+
+func runAdminBrokerConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	s := newAdminSession("broker config", "--broker ADDR [--set key=value[,key=value]] [--output text|json]", stderr)
+	addr := s.fs.String("broker", "", "the broker's `host:port` (see admin cluster) (required)")
+	set := s.fs.String("set", "", "change these settings (only diskMaxUsedSpaceRatio may change while the broker runs)")
+	updates := map[string]string{}
+	check := func() error {
+		if *addr == "" {
+			return usagef("--broker is required")
+		}
+		for _, kv := range strings.Split(*set, ",") {
+			if kv = strings.TrimSpace(kv); kv == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return usagef("--set: %q is not key=value", kv)
+			}
+			updates[k] = v
+		}
+		return nil
+	}
+	if err := s.connect(ctx, args, check); err != nil {
+		return err
+	}
+	defer s.close()
+	if len(updates) > 0 {
+		if err := s.admin.UpdateBrokerConfig(ctx, *addr, updates); err != nil {
+			return fmt.Errorf("updating %s: %s", *addr, oneLine(err.Error()))
+		}
+	}
+	cfg, err := s.admin.BrokerConfig(ctx, *addr)
+	if err != nil {
+		return fmt.Errorf("config of %s: %s", *addr, oneLine(err.Error()))
+	}
+	if s.json() {
+		return printJSON(stdout, cfg)
+	}
+	keys := make([]string, 0, len(cfg))
+	for k := range cfg {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	t := newTable(stdout, "KEY", "VALUE")
+	for _, k := range keys {
+		t.row(k, cfg[k])
+	}
+	return t.flush()
 }

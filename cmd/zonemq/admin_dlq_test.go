@@ -76,3 +76,32 @@ func TestCLIAdminDLQBrowseAndResend(t *testing.T) {
 	testutil.Equal(t, admin("dlq", "resend", "--group", "OtherGroup", "--id", dead[0].OffsetMsgID).code, 1)
 	testutil.Equal(t, admin("dlq", "resend", "--group", group).code, 2)
 }
+
+func TestCLIAdminBrokerConfig(t *testing.T) {
+	c := cliCluster(t, 1)
+	admin := func(args ...string) cliResult {
+		t.Helper()
+		return cli(t, cliArgs(c, 1, append([]string{"admin"}, args...))...)
+	}
+	var cfg map[string]string
+	r := admin("broker", "config", "--broker", c.BrokerAddr(1), "--output", "json")
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliDecode(t, r.stdout, &cfg)
+	testutil.Equal(t, cfg["brokerName"], "broker-idc1", r.stdout)
+	testutil.Equal(t, cfg["zoneName"], "idc1", r.stdout)
+
+	r = admin("broker", "config", "--broker", c.BrokerAddr(1), "--set", "diskMaxUsedSpaceRatio=97", "--output", "json")
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliDecode(t, r.stdout, &cfg)
+	testutil.Equal(t, cfg["diskMaxUsedSpaceRatio"], "97", r.stdout)
+
+	// Not changeable live, or out of range: refused, nothing changed.
+	r = admin("broker", "config", "--broker", c.BrokerAddr(1), "--set", "brokerName=x,diskMaxUsedSpaceRatio=50")
+	testutil.Equal(t, r.code, 1, r.stdout)
+	testutil.True(t, strings.Contains(r.stderr, "cannot change at run time"), r.stderr)
+	testutil.Equal(t, admin("broker", "config", "--broker", c.BrokerAddr(1), "--set", "diskMaxUsedSpaceRatio=150").code, 1)
+	r = admin("broker", "config", "--broker", c.BrokerAddr(1), "--output", "json")
+	cliDecode(t, r.stdout, &cfg)
+	testutil.Equal(t, cfg["diskMaxUsedSpaceRatio"], "97", r.stdout)
+	testutil.Equal(t, admin("broker", "config").code, 2)
+}

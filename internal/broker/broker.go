@@ -402,6 +402,8 @@ func (s *Server) registerHandlers() {
 	s.handle(protocol.GetConsumerListByGroup, s.handleGetConsumerListByGroup)
 	s.handle(protocol.GetConsumerConnectionList, s.handleGetConsumerConnectionList)
 	s.handle(protocol.GetProducerConnectionList, s.handleGetProducerConnectionList)
+	s.handle(protocol.GetBrokerConfig, s.handleGetBrokerConfig)
+	s.handle(protocol.UpdateBrokerConfig, s.handleUpdateBrokerConfig)
 	s.handle(protocol.UpdateAndCreateTopic, s.handleUpdateAndCreateTopic)
 	s.handle(protocol.DeleteTopicInBroker, s.handleDeleteTopicInBroker)
 	s.handle(protocol.GetAllTopicConfig, s.handleGetAllTopicConfig)

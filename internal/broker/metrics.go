@@ -328,7 +328,7 @@ func (m *brokerMetrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.commitLogBytes, float64(max(maxOff-minOff, 0)))
 	gauge(d.commitLogMax, float64(maxOff))
 	gauge(d.diskUsed, s.store.DiskUsedRatio())
-	gauge(d.diskMax, s.opts.DiskMaxUsedRatio)
+	gauge(d.diskMax, s.store.DiskMaxUsedRatio())
 	for _, g := range s.groups.names() {
 		for topic, queues := range s.store.GroupOffsets(g) {
 			for q, off := range queues {
