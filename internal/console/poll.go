@@ -324,10 +324,10 @@ func (p *poller) targets(snap *Snapshot, what, from string, rates map[string]flo
 		if prev, ok := p.dominant[key]; ok && prev != best {
 			verb := map[string]string{"produce": "producers", "consume": "consumers"}[what]
 			if best == from {
-				p.event(snap, "up", from, fmt.Sprintf("%s's %s are back on %s's own brokers (%.0f msg/s)", from, verb, from, bestRate))
+				p.event("up", from, fmt.Sprintf("%s's %s are back on %s's own brokers (%.0f msg/s)", from, verb, from, bestRate))
 			} else {
 				verb = map[string]string{"produce": "producers now send to", "consume": "consumers now read from"}[what]
-				p.event(snap, "move", from, fmt.Sprintf("%s's %s %s's brokers (%.0f msg/s)", from, verb, best, bestRate))
+				p.event("move", from, fmt.Sprintf("%s's %s %s's brokers (%.0f msg/s)", from, verb, best, bestRate))
 			}
 		}
 		p.dominant[key] = best
@@ -464,16 +464,16 @@ func (p *poller) transition(snap *Snapshot, key string, up bool, idc, what strin
 	p.upBefore[key] = up
 	switch {
 	case !seen && !up:
-		p.event(snap, "down", idc, what+" is down")
+		p.event("down", idc, what+" is down")
 	case seen && prev && !up:
-		p.event(snap, "down", idc, what+" went down")
+		p.event("down", idc, what+" went down")
 	case seen && !prev && up:
-		p.event(snap, "up", idc, what+" is back")
+		p.event("up", idc, what+" is back")
 	}
 }
 
 // event appends to the timeline, dropping the oldest beyond maxEvents.
-func (p *poller) event(_ *Snapshot, kind, idc, text string) {
+func (p *poller) event(kind, idc, text string) {
 	p.events = append(p.events, Event{At: time.Now(), Kind: kind, IDC: idc, Text: text})
 	if len(p.events) > maxEvents {
 		p.events = p.events[len(p.events)-maxEvents:]
