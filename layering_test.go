@@ -48,12 +48,12 @@ var allowedImports = map[string][]string{
 	"internal/protocol":   {"internal/remoting"},
 	"internal/store":      {"internal/protocol"},
 	"internal/idc":        {},
-	"internal/namesrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl"},
-	"internal/broker":     {"internal/remoting", "internal/protocol", "internal/store", "internal/idc", "internal/filter", "internal/acl"},
-	"internal/addrsrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl"},
+	"internal/namesrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/metrics"},
+	"internal/broker":     {"internal/remoting", "internal/protocol", "internal/store", "internal/idc", "internal/filter", "internal/acl", "internal/metrics"},
+	"internal/addrsrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/metrics"},
 	"client":              {"internal/remoting", "internal/protocol", "internal/idc", "internal/filter", "internal/acl"},
 	"internal/devcluster": append(slices.Clone(servers), "internal/store", "client"),
-	"cmd/zonemq": append(slices.Clone(servers), "internal/devcluster", "client", "internal/protocol", "internal/acl",
+	"cmd/zonemq": append(slices.Clone(servers), "internal/devcluster", "client", "internal/protocol", "internal/acl", "internal/console",
 		// Not in §5 yet (issue 12): the TLS flag parsing and configs.
 		"internal/remoting",
 		// Not in §5 yet: the disaster drill and the controller (see
@@ -77,7 +77,20 @@ var allowedImports = map[string][]string{
 	// Not in ARCHITECTURE.md §5 yet. Network namespaces for tests and the
 	// drill: it drives ip and tc and knows nothing of zonemq.
 	"internal/netns": {},
+	// Not in §5 yet (issue 14). The /metrics endpoint every server role
+	// serves; it knows no zonemq package.
+	"internal/metrics": {},
+	// The SDK's Prometheus collectors, apart from client so that the SDK
+	// itself stays standard-library only.
+	"client/clientmetrics": {"client"},
+	// Not in §5 yet (issue 14). The web console is a client application:
+	// it sees the cluster through the address servers' HTTP API and the
+	// public client's Admin, never through server packages.
+	"internal/console": {"client", "internal/protocol"},
 }
+
+// prometheusClient is the module of prometheus/client_golang.
+const prometheusClient = "github.com/prometheus/client_golang"
 
 // allowedThirdParty names the modules outside the standard library that a
 // package's non-test code may import, each with its reason in docs/deps.md.
@@ -86,6 +99,13 @@ var allowedThirdParty = map[string][]string{
 	// logger interface Raft takes, and bbolt's open options (a timeout).
 	"internal/controller": {"github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb/v2",
 		"github.com/hashicorp/go-hclog", "go.etcd.io/bbolt"},
+	// prometheus/client_golang serves and defines the metrics (issue 14;
+	// docs/deps.md); the SDK itself does not import it.
+	"internal/metrics":     {prometheusClient},
+	"internal/broker":      {prometheusClient},
+	"internal/namesrv":     {prometheusClient},
+	"internal/addrsrv":     {prometheusClient},
+	"client/clientmetrics": {prometheusClient},
 }
 
 // goPackage is the part of `go list -json` output the checks read.

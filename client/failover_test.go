@@ -116,6 +116,12 @@ func TestClientBrokerHangFailover(t *testing.T) {
 	if firstIDC2 > 3*time.Second || slowest > 3*time.Second {
 		t.Fatalf("hang RTO %v / slowest send %v; want ≤ 3 s", firstIDC2, slowest)
 	}
+	st := p.Stats()
+	t.Logf("producer stats after the hang: %+v", st)
+	testutil.True(t, st.SentByIDC["idc1"] >= 1 && st.SentByIDC["idc2"] >= 1, "sends counted per target IDC")
+	testutil.True(t, st.CrossIDC >= 1 && st.Retries >= 1 && st.Failovers >= 1, "cross-IDC sends, retries and a failover counted")
+	testutil.True(t, !st.LastFailover.Before(t0), "the last failover is after the hang")
+	testutil.Equal(t, st.Failures, int64(0), "no failed sends")
 	proxy.Restore()
 }
 

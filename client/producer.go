@@ -222,8 +222,13 @@ func (p *Producer) SendOrderly(ctx context.Context, msg *Message, selector Queue
 
 // heartbeatLoop announces the producer group to the brokers it sends to.
 func (p *Producer) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(p.cfg.HeartbeatInterval)
+	// The loop wakes every second so that a broker the producer starts to
+	// send to learns its client id (and so its IDC, which the broker's
+	// per-IDC metrics and the console read) within a second; each broker
+	// still gets a heartbeat only once per HeartbeatInterval.
+	t := time.NewTicker(min(time.Second, p.cfg.HeartbeatInterval))
 	defer t.Stop()
+	last := map[string]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -248,7 +253,12 @@ func (p *Producer) heartbeatLoop(ctx context.Context) {
 			}
 		}
 		p.c.routes.mu.Unlock()
+		now := time.Now()
 		for _, a := range addrs {
+			if now.Sub(last[a]) < p.cfg.HeartbeatInterval {
+				continue
+			}
+			last[a] = now
 			if _, err := p.c.invoke(ctx, a, request(protocol.HeartBeat, nil, body), p.cfg.RequestTimeout); err != nil && ctx.Err() == nil {
 				p.c.logger.Debug("producer heartbeat failed", "broker", a, "err", err)
 			}

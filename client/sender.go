@@ -82,6 +82,8 @@ type sender struct {
 
 	mu       sync.Mutex
 	isolated map[string]isolation // by broker name
+
+	stats sendStats // stats.go
 }
 
 // isolation is a failed broker's penalty: it is tried after every other
@@ -216,13 +218,13 @@ type picker func(p *sendPlan, tried map[string]bool) (writeQueue, error)
 // maxRecordedAttempts bounds SendError.Attempts.
 const maxRecordedAttempts = 16
 
-// send delivers out: each attempt gets SendAttemptTimeout; a failed attempt
+// deliver sends out: each attempt gets SendAttemptTimeout; a failed attempt
 // (no answer, broken connection, retryable code) is retried at once on
 // another broker — own IDC first, then other IDCs — until one stores the
 // message, a non-retryable answer arrives, or the send timeout passes. When
 // every broker of the plan failed, the route is re-read and another round
 // starts after a short pause.
-func (s *sender) send(ctx context.Context, out *outgoing, pick picker) (*SendResult, error) {
+func (s *sender) deliver(ctx context.Context, out *outgoing, pick picker) (*SendResult, error) {
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.sendTimeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.sendTimeout)
@@ -284,6 +286,7 @@ func (s *sender) send(ctx context.Context, out *outgoing, pick picker) (*SendRes
 		}
 		s.c.logger.Warn("send attempt failed; trying another broker", "topic", out.topic, "broker", q.broker.name,
 			"addr", q.broker.master(), "brokerIDC", q.broker.idc, "err", err)
+		s.stats.retries.Add(1)
 		s.isolate(q.broker.name, q.broker.master())
 		s.c.routes.triggerRefresh()
 	}

@@ -81,6 +81,8 @@ func parseAddrsrvArgs(args []string, stderr io.Writer) (addrsrv.Options, string,
 		"consecutive missed probes that mark a name server down (one answer marks it up)")
 	serverTLS := addServerTLSFlags(fs)
 	probeTLS := addClientTLSFlags(fs, "probe-tls", "the name servers it probes")
+	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
+		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
@@ -102,7 +104,7 @@ func parseAddrsrvArgs(args []string, stderr io.Writer) (addrsrv.Options, string,
 	return opts, *logLevel, nil
 }
 
-func runAddrsrv(ctx context.Context, args []string, _, stderr io.Writer) error {
+func runAddrsrv(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, level, err := parseAddrsrvArgs(args, stderr)
 	if err != nil {
 		return err // a usage error, or flag.ErrHelp after --help
@@ -119,5 +121,6 @@ func runAddrsrv(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		return err
 	}
+	printMetricsAddr(stdout, "addrsrv", s.MetricsAddr())
 	return s.Run(ctx)
 }

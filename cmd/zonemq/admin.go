@@ -43,6 +43,14 @@ var adminCommands = []adminCommand{
 	{"controller elect", "ask the failover controller for a new master of a group (--to ID, or --force)", runAdminControllerElect},
 	{"group", "show a consumer group's offsets, lag and owner per queue", runAdminGroup},
 	{"clients", "list the live producers and consumers of every IDC", runAdminClients},
+	{"message", "show a message by id or the messages of a topic with a key: properties and body", runAdminMessage},
+	{"offset reset", "reset a group's offsets of a topic to earliest, latest or a time (consumers stopped)", runAdminOffsetReset},
+	{"broker config", "show a broker's settings, or change the ones safe to change live (--set k=v)", runAdminBrokerConfig},
+	{"broker stats", "TPS in and out per broker, per client IDC, over an interval", runAdminBrokerStats},
+	{"consumer connections", "a consumer group's members on every broker and their subscriptions", runAdminConsumerConnections},
+	{"dlq browse", "list the messages in a consumer group's dead-letter queue", runAdminDLQBrowse},
+	{"dlq resend", "send a dead-lettered message to its group once more (through the retry topic)", runAdminDLQResend},
+	{"producer connections", "a producer group's connected producers on every broker", runAdminProducerConnections},
 	{"kv get", "read one key of the name servers' KV config", runAdminKVGet},
 	{"kv put", "write one key on every name server of every IDC", runAdminKVPut},
 	{"kv delete", "delete one key on every name server of every IDC", runAdminKVDelete},
@@ -88,7 +96,7 @@ func adminUsage(w io.Writer) {
 	fmt.Fprintln(w, "--idc NAME and --output text|json.")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range adminCommands {
-		fmt.Fprintf(w, "  %-17s %s\n", c.path, c.summary)
+		fmt.Fprintf(w, "  %-21s %s\n", c.path, c.summary)
 	}
 }
 
@@ -100,6 +108,7 @@ type adminSession struct {
 	output string
 	stderr io.Writer
 	admin  *client.Admin
+	cfg    client.ClientConfig // as connect parsed it
 }
 
 func newAdminSession(path, synopsis string, stderr io.Writer) *adminSession {
@@ -145,7 +154,7 @@ func (s *adminSession) connect(ctx context.Context, args []string, check func() 
 		_ = a.Shutdown(context.Background())
 		return fmt.Errorf("cannot reach the cluster: %s", oneLine(err.Error()))
 	}
-	s.admin = a
+	s.admin, s.cfg = a, cfg
 	return nil
 }
 

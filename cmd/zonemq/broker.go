@@ -211,6 +211,8 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		"secret `key` of --access-key; prefer the config file to the command line (config alias secretKey)")
 	serverTLS := addServerTLSFlags(fs)
 	namesrvTLS := addClientTLSFlags(fs, "namesrv-tls", "the name servers")
+	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
+		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
@@ -397,6 +399,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "broker listening on %s idc=%s name=%s\n", s.Addr(), ba.opts.IDC, ba.opts.BrokerName)
+	printMetricsAddr(stdout, "broker", s.MetricsAddr())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	select {

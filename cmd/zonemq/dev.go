@@ -32,7 +32,7 @@ func init() {
 	})
 }
 
-const devSynopsis = "[--idcs 2] [--data DIR] [--base-port 10000] [--control ADDR] [--topic Demo]"
+const devSynopsis = "[--idcs 2] [--data DIR] [--base-port 10000] [--control ADDR] [--console ADDR] [--topic Demo]"
 
 // devAbout is printed by --help between the synopsis and the flags.
 const devAbout = `Runs, in this one process, per IDC n: an address server, a name server and a
@@ -42,6 +42,7 @@ broker ("broker-idc<n>"), all on 127.0.n.1. With the default --base-port 10000:
   name server     127.0.n.1:19876
   broker          127.0.n.1:10911
   control         http://127.0.0.1:18000   (zonemq dev-ctl talks to it)
+  web console     http://127.0.0.1:18088
 
 It prints every address and ready-to-paste send / consume commands, then runs
 until Ctrl-C. While it runs, 'zonemq dev-ctl stop broker idc1' (and start,
@@ -68,6 +69,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"0 picks free ports (for tests; printed commands then differ per run)")
 	control := fs.String("control", "", "control endpoint `host:port` for dev-ctl (default 127.0.0.1:BASE+8000, or a free port\n"+
 		"with --base-port 0); 'off' disables it")
+	consoleAddr := fs.String("console", "", "web console `host:port` (default 127.0.0.1:BASE+8088, or a free port with\n"+
+		"--base-port 0); 'off' disables it")
 	topic := fs.String("topic", "Demo", "topic created on every broker at start, ready for the printed commands ('' for none)")
 	logLevel := fs.String("log-level", "warn", "server log `level` on stderr: debug, info (every registration and failover), warn or error")
 	replicas := fs.Int("replicas", 1, "`copies` of each IDC's broker group, the master counted: 2 adds a replica of every\n"+
@@ -146,10 +149,22 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			<-served
 		}()
 	}
+	consoleURL := ""
+	if *consoleAddr != "off" {
+		url, stop, err := startDevConsole(c, devConsoleListen(*consoleAddr, *basePort), logger)
+		if err != nil {
+			return fmt.Errorf("web console: %v", err)
+		}
+		defer stop()
+		consoleURL = url
+	}
 	printDevBanner(stdout, c, devBannerOptions{
 		elapsed: time.Since(start), dataDir: *dataDir, topic: *topic, controlURL: controlURL,
 		defaultControl: *basePort > 0 && *control == "127.0.0.1:"+strconv.Itoa(*basePort+devDefaultControlPort),
 	})
+	if consoleURL != "" {
+		fmt.Fprintf(stdout, "\nWeb console (IDCs, live traffic, failover timeline): %s\n", consoleURL)
+	}
 	if devReadyHook != nil {
 		devReadyHook(c, controlURL)
 	}

@@ -77,6 +77,8 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 		"plain_acl.yml `file` (RocketMQ ACL 1.0): check every request against it, re-read on change\n"+
 			"(default: none, ACL off; see docs/security.md)")
 	serverTLS := addServerTLSFlags(fs)
+	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
+		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
@@ -115,6 +117,7 @@ func runNamesrv(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	fmt.Fprintf(stdout, "namesrv listening on %s idc=%s\n", s.Addr(), opts.IDC)
+	printMetricsAddr(stdout, "namesrv", s.MetricsAddr())
 	if ctrlOpts != nil {
 		return runWithController(ctx, *ctrlOpts, stdout, s.Run, s.Shutdown)
 	}

@@ -37,6 +37,10 @@ func (s *Server) handleNsAddr(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte(strings.Join(s.List(), ";")))
 }
 
+// IDCHeader names the response header of GET /v1/namesrvs that carries the
+// address server's own IDC.
+const IDCHeader = "Zonemq-Idc"
+
 // namesrvJSON is one element of GET /v1/namesrvs.
 type namesrvJSON struct {
 	Addr      string `json:"addr"`
@@ -58,6 +62,9 @@ func (s *Server) handleNamesrvs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	// The console groups address servers by IDC; the list alone does not
+	// say which IDC this server is in.
+	w.Header().Set(IDCHeader, s.opts.IDC)
 	json.NewEncoder(w).Encode(out)
 }
 

@@ -52,6 +52,10 @@ type Options struct {
 	TLSKeyFile  string
 	// ProbeTLS, when set, probes the name servers over TLS (nil: plain).
 	ProbeTLS *tls.Config
+	// MetricsListen, when set, is the "host:port" serving Prometheus metrics
+	// at /metrics (--metrics-listen; port 0 picks one, MetricsAddr reports
+	// it). docs/metrics.md lists the metrics.
+	MetricsListen string
 	// Logger receives state changes; nil discards them.
 	Logger *slog.Logger
 }

@@ -52,10 +52,12 @@ func (s *Server) probeLoop(ctx context.Context, st *namesrvState) {
 	defer ticker.Stop()
 	var lastEarly time.Time
 	for {
+		start := time.Now()
 		err := s.probe(ctx, st)
 		if ctx.Err() != nil {
 			return
 		}
+		s.metrics.probed(st, time.Since(start), err)
 		s.record(st, err)
 		if err != nil && s.stillListedAfterMiss(st) {
 			// A miss on a listed name server is confirmed (or refuted) at

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/idc"
+	"github.com/zonemq/zonemq/internal/metrics"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
 
@@ -37,6 +38,8 @@ type Server struct {
 	listener     net.Listener
 	httpServer   *http.Server
 	client       *remoting.Client
+	metrics      *addrsrvMetrics   // metrics.go
+	metricsEP    *metrics.Endpoint // --metrics-listen; nil when unset
 
 	// ctx ends the probe loops; cancel runs in Shutdown.
 	ctx    context.Context
@@ -112,6 +115,7 @@ func New(opts Options) (*Server, error) {
 		s.states = append(s.states, &namesrvState{Namesrv: ns, wake: make(chan struct{}, 1)})
 		ownSeen = ownSeen || idc.Same(ns.IDC, opts.IDC)
 	}
+	s.metrics = newAddrsrvMetrics(opts.IDC, s.states)
 	if !ownSeen {
 		logger.Warn("no name server of this address server's own IDC is configured; clients will be sent to other IDCs", "namesrv", FormatNamesrvs(s.opts.Namesrvs))
 	}
@@ -123,6 +127,10 @@ func New(opts Options) (*Server, error) {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if s.metricsEP, err = s.listenMetrics(); err != nil {
+		ln.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -197,6 +205,7 @@ func (s *Server) Shutdown() {
 	s.cancel()
 	s.client.Close()
 	s.wg.Wait()
+	s.metricsEP.Close()
 	s.logger.Info("address server stopped")
 	close(s.done)
 }

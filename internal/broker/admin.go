@@ -32,7 +32,7 @@ func (s *Server) handleGetBrokerRuntimeInfo(ctx context.Context, c *remoting.Con
 		"commitLogMinOffset":    i(s.store.CommitLogMinOffset()),
 		"commitLogMaxOffset":    i(s.store.CommitLogMaxOffset()),
 		"commitLogDiskRatio":    strconv.FormatFloat(s.store.DiskUsedRatio(), 'f', 4, 64),
-		"diskMaxUsedRatio":      strconv.FormatFloat(s.opts.DiskMaxUsedRatio, 'f', 4, 64),
+		"diskMaxUsedRatio":      strconv.FormatFloat(s.store.DiskMaxUsedRatio(), 'f', 4, 64),
 		"topicCount":            strconv.Itoa(s.topics.len()),
 		"producerGroupCount":    strconv.Itoa(producerGroups),
 		"consumerGroupCount":    strconv.Itoa(consumerGroups),
@@ -40,6 +40,7 @@ func (s *Server) handleGetBrokerRuntimeInfo(ctx context.Context, c *remoting.Con
 		"namesrvRegistered":     s.namesrvs.describe(),
 	}
 	s.repl.describe(table)
+	s.metrics.runtimeInfo(table)
 	return successJSON(req, protocol.KVTable{Table: table})
 }
 

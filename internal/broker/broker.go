@@ -66,6 +66,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/acl"
+	"github.com/zonemq/zonemq/internal/metrics"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
@@ -98,6 +99,8 @@ type Server struct {
 	bootTime  time.Time
 	putCount  atomic.Int64
 	pullCount atomic.Int64
+	metrics   *brokerMetrics    // metrics.go
+	metricsEP *metrics.Endpoint // --metrics-listen; nil when unset
 
 	// repl is the broker's part in its group: role, epochs, replicas
 	// (replication*.go). writesInFlight counts puts between the role check
@@ -178,6 +181,7 @@ func New(opts Options) (*Server, error) {
 		done:      make(chan struct{}),
 	}
 	s.pulls = newPullHolder(s)
+	s.metrics = newBrokerMetrics(s)
 
 	sopts := store.NewOptions()
 	sopts.Dir = opts.DataDir
@@ -194,6 +198,7 @@ func New(opts Options) (*Server, error) {
 			s.repl.notifyData()
 		}
 	}
+	sopts.ObservePut, sopts.ObserveFlush = s.metrics.storeObservers()
 	st, err := store.Open(sopts)
 	if err != nil {
 		cancel()
@@ -243,6 +248,9 @@ func New(opts Options) (*Server, error) {
 	rs.OnConnect(func(c *remoting.Conn) { c.OnClose(s.connClosed) })
 	s.registerHandlers()
 	if err := s.registerExtraHandlers(); err != nil {
+		return fail(err)
+	}
+	if err := s.listenMetrics(); err != nil {
 		return fail(err)
 	}
 	return s, nil
@@ -364,6 +372,7 @@ func (s *Server) Shutdown() {
 	if err := s.store.Close(); err != nil {
 		s.logger.Error("closing the store", "err", err)
 	}
+	s.metricsEP.Close()
 	s.logger.Info("broker stopped")
 	close(s.done)
 }
@@ -381,6 +390,9 @@ func (s *Server) connClosed(c *remoting.Conn) {
 // begun, new requests are refused with SERVICE_NOT_AVAILABLE (clients retry
 // another broker) while those already running finish.
 func (s *Server) handle(code protocol.RequestCode, h remoting.Handler) {
+	if isSendCode(code) {
+		h = s.metrics.instrumentSend(h)
+	}
 	s.remoting.Handle(int32(code), s.gated(h))
 }
 
@@ -413,6 +425,9 @@ func (s *Server) registerHandlers() {
 	s.handle(protocol.UnregisterClient, s.handleUnregisterClient)
 	s.handle(protocol.GetConsumerListByGroup, s.handleGetConsumerListByGroup)
 	s.handle(protocol.GetConsumerConnectionList, s.handleGetConsumerConnectionList)
+	s.handle(protocol.GetProducerConnectionList, s.handleGetProducerConnectionList)
+	s.handle(protocol.GetBrokerConfig, s.handleGetBrokerConfig)
+	s.handle(protocol.UpdateBrokerConfig, s.handleUpdateBrokerConfig)
 	s.handle(protocol.UpdateAndCreateTopic, s.handleUpdateAndCreateTopic)
 	s.handle(protocol.DeleteTopicInBroker, s.handleDeleteTopicInBroker)
 	s.handle(protocol.GetAllTopicConfig, s.handleGetAllTopicConfig)

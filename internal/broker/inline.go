@@ -42,5 +42,8 @@ func (s *Server) sendsInline() bool {
 // handleInline is handle for a handler that runs on the connection's read
 // goroutine (remoting.Server.HandleInline): it must not block.
 func (s *Server) handleInline(code protocol.RequestCode, h remoting.Handler) {
+	if isSendCode(code) {
+		h = s.metrics.instrumentSend(h) // metrics.go; never blocks
+	}
 	s.remoting.HandleInline(int32(code), s.gated(h))
 }

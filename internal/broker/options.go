@@ -174,6 +174,10 @@ type Options struct {
 	// (nil: plain). One client config for the cluster's servers.
 	NamesrvTLS *tls.Config
 
+	// MetricsListen, when set, is the "host:port" serving Prometheus metrics
+	// at /metrics (--metrics-listen; port 0 picks one, MetricsAddr reports
+	// it). docs/metrics.md lists the metrics.
+	MetricsListen string
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
 }

@@ -100,6 +100,7 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 			return nil
 		}
 	}
+	s.metrics.pulled(p, code, res)
 	return pullResponse(req, code, res)
 }
 

@@ -59,6 +59,10 @@ type Options struct {
 	TLSMode     remoting.TLSMode
 	TLSCertFile string
 	TLSKeyFile  string
+	// MetricsListen, when set, is the "host:port" serving Prometheus metrics
+	// at /metrics (--metrics-listen; port 0 picks one, MetricsAddr reports
+	// it). docs/metrics.md lists the metrics.
+	MetricsListen string
 	// Logger receives the server's events; nil discards them. The server
 	// adds role=namesrv and idc=IDC to every line.
 	Logger *slog.Logger

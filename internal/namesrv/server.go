@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/acl"
+	"github.com/zonemq/zonemq/internal/metrics"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
@@ -23,10 +24,12 @@ type Server struct {
 	now    func() time.Time
 	rs     *remoting.Server
 
-	routes  *routeTable
-	kv      *kvStore
-	clients *clientRegistry
-	acl     *acl.Checker // nil: ACL off
+	routes    *routeTable
+	kv        *kvStore
+	clients   *clientRegistry
+	acl       *acl.Checker      // nil: ACL off
+	metrics   *namesrvMetrics   // metrics.go
+	metricsEP *metrics.Endpoint // --metrics-listen; nil when unset
 
 	lifeMu  sync.Mutex // guards started and stopped
 	started bool
@@ -91,10 +94,15 @@ func New(opts Options) (*Server, error) {
 		kv:      kv,
 		clients: newClientRegistry(),
 		acl:     checker,
+		metrics: newNamesrvMetrics(opts.IDC),
 		stop:    make(chan struct{}),
 	}
 	rs.OnConnect(func(c *remoting.Conn) { c.OnClose(s.connClosed) })
 	s.registerHandlers()
+	if s.metricsEP, err = s.listenMetrics(); err != nil {
+		rs.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -193,6 +201,7 @@ func (s *Server) Shutdown() {
 		// Closing every connection fires the close hooks; they see s.stop
 		// closed and leave the tables alone (nothing is leaving, we are).
 		s.rs.Close()
+		s.metricsEP.Close()
 		s.logger.Info("name server stopped")
 	}
 	s.lifeMu.Unlock()
@@ -252,6 +261,7 @@ func (s *Server) connClosed(c *remoting.Conn) {
 }
 
 func (s *Server) logRemoval(rm removal) {
+	s.metrics.removed(rm)
 	s.logger.Info("broker removed", "brokerName", rm.brokerName, "brokerAddr", rm.brokerAddr,
 		"brokerId", rm.brokerID, "cluster", rm.clusterName, "zone", rm.zoneName,
 		"lastAddrOfBroker", rm.brokerRemoved, "reason", rm.reason)

@@ -18,6 +18,8 @@ const (
 	UpdateConsumerOffset           RequestCode = 15
 	UpdateAndCreateTopic           RequestCode = 17
 	GetAllTopicConfig              RequestCode = 21
+	UpdateBrokerConfig             RequestCode = 25
+	GetBrokerConfig                RequestCode = 26
 	GetBrokerRuntimeInfo           RequestCode = 28
 	SearchOffsetByTimestamp        RequestCode = 29
 	GetMaxOffset                   RequestCode = 30
@@ -77,6 +79,7 @@ const (
 )
 
 var requestNames = map[RequestCode]string{
+	UpdateBrokerConfig: "UPDATE_BROKER_CONFIG", GetBrokerConfig: "GET_BROKER_CONFIG",
 	SendMessage: "SEND_MESSAGE", PullMessage: "PULL_MESSAGE", QueryMessage: "QUERY_MESSAGE",
 	QueryConsumerOffset: "QUERY_CONSUMER_OFFSET", UpdateConsumerOffset: "UPDATE_CONSUMER_OFFSET",
 	UpdateAndCreateTopic: "UPDATE_AND_CREATE_TOPIC", GetAllTopicConfig: "GET_ALL_TOPIC_CONFIG",

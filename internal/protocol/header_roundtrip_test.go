@@ -42,6 +42,7 @@ var headerTypes = []protocol.Header{
 	&protocol.CreateTopicRequestHeader{},
 	&protocol.TopicRequestHeader{},
 	&protocol.ConsumerGroupRequestHeader{},
+	&protocol.ProducerGroupRequestHeader{},
 	&protocol.GetConsumeStatsRequestHeader{},
 	&protocol.UnregisterClientRequestHeader{},
 	// headers_namesrv.go

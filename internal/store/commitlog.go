@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // commitLog is the sequence of segments holding every record. Physical
@@ -22,6 +23,7 @@ type commitLog struct {
 	dir, indexDir string
 	segmentSize   int64
 	log           *slog.Logger
+	observeFlush  func(time.Duration) // Options.ObserveFlush; nil when unset
 
 	segMu    sync.RWMutex
 	segments []*segment // ascending by start; the last one is written

@@ -61,6 +61,10 @@ func (s *Store) DiskUsedRatio() float64 {
 	return ratio
 }
 
+// DiskMaxUsedRatio returns the disk guard in force (Options.DiskMaxUsedRatio
+// or the last SetDiskMaxUsedRatio).
+func (s *Store) DiskMaxUsedRatio() float64 { return math.Float64frombits(s.disk.maxRatio.Load()) }
+
 // SetDiskMaxUsedRatio changes Options.DiskMaxUsedRatio at run time and
 // re-evaluates the disk guard at once. Values outside (0, 1] are clamped.
 func (s *Store) SetDiskMaxUsedRatio(ratio float64) {

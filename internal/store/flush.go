@@ -67,6 +67,7 @@ func (cl *commitLog) flushCommitLog() error {
 	if target <= from {
 		return nil
 	}
+	start := time.Now()
 	for _, g := range cl.segmentsBetween(from, target) {
 		if err := datasync(g.file); err != nil {
 			err = fmt.Errorf("store: fsync commit-log segment %s: %w", g.path, err)
@@ -75,6 +76,9 @@ func (cl *commitLog) flushCommitLog() error {
 			return err
 		}
 		f.fsyncs.Add(1)
+	}
+	if cl.observeFlush != nil {
+		cl.observeFlush(time.Since(start))
 	}
 	cl.flushedPos.Store(target)
 	return nil

@@ -108,6 +108,11 @@ type Options struct {
 	// has been appended and dispatched to its consume queue, with the queue's
 	// new max offset. The broker uses it to wake long-polling pulls.
 	OnArrive func(topic string, queueID int32, maxOffset int64)
+	// ObservePut and ObserveFlush, when set, are told how long each put
+	// (PutMessage/PutMessages, the flush wait included) and each commit-log
+	// fsync took; the broker feeds its latency histograms with them. They
+	// run on the hot path and must not block.
+	ObservePut, ObserveFlush func(time.Duration)
 
 	// clock replaces time.Now in tests (store timestamps and retention).
 	clock func() time.Time

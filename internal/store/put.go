@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 )
@@ -36,7 +37,7 @@ type pendingRecord struct {
 // way); ctx bounds only that wait. An error means nothing was stored.
 func (s *Store) PutMessage(ctx context.Context, m *protocol.MessageExt) (PutResult, error) {
 	ms := [1]*protocol.MessageExt{m}
-	return s.put(ctx, ms[:])
+	return s.timedPut(ctx, ms[:])
 }
 
 // PutMessages appends a batch for one topic/queue atomically: consecutive
@@ -44,7 +45,18 @@ func (s *Store) PutMessage(ctx context.Context, m *protocol.MessageExt) (PutResu
 // wait. The result describes the first record; MsgID lists every record's id,
 // comma-separated.
 func (s *Store) PutMessages(ctx context.Context, ms []*protocol.MessageExt) (PutResult, error) {
-	return s.put(ctx, ms)
+	return s.timedPut(ctx, ms)
+}
+
+// timedPut is put, reported to Options.ObservePut when set.
+func (s *Store) timedPut(ctx context.Context, ms []*protocol.MessageExt) (PutResult, error) {
+	if s.opts.ObservePut == nil {
+		return s.put(ctx, ms)
+	}
+	start := time.Now()
+	res, err := s.put(ctx, ms)
+	s.opts.ObservePut(time.Since(start))
+	return res, err
 }
 
 // checkWritable refuses puts on a closed, failed or full store.

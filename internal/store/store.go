@@ -100,6 +100,7 @@ func Open(opts Options) (*Store, error) {
 		return fail(err)
 	}
 	s.cl = newCommitLog(logDir, indexDir, opts.SegmentSize, logger)
+	s.cl.observeFlush = opts.ObserveFlush
 	// The abort file marks a run in progress, recovery included; only a
 	// complete Close removes it.
 	abortPath := filepath.Join(opts.Dir, "abort")

@@ -1,0 +1,199 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// ErrNotFound is returned when a message looked up by id or key does not
+// exist (or is no longer kept).
+var ErrNotFound = errors.New("zonemq client: no such message")
+
+// ViewMessage returns the message with broker (offset) message id id — the
+// OffsetMsgID a send result or a delivery carries — read from the broker
+// the id names (VIEW_MESSAGE_BY_ID, `mqadmin queryMsgById`). An id that is
+// not an offset id is a client-assigned one (UNIQ_KEY): then topic is
+// required, and the topic's brokers are asked by key.
+func (a *Admin) ViewMessage(ctx context.Context, topic, id string) (*MessageExt, error) {
+	if err := a.c.running(); err != nil {
+		return nil, err
+	}
+	// A client id (UNIQ_KEY) of an IPv4 producer is 32 hex digits, as an
+	// offset id is, so an id that decodes as one may still be the other:
+	// with a topic, a failed look-up by offset falls back to the key index
+	// (RocketMQ's queryMsgById does the same).
+	host, offset, perr := protocol.ParseOffsetMessageID(id)
+	if perr == nil {
+		m, err := a.viewByOffset(ctx, host.String(), offset)
+		if err == nil || topic == "" {
+			return m, err
+		}
+	} else if topic == "" {
+		return nil, fmt.Errorf("zonemq client: %q is not a broker message id; give the topic to look it up as a client id", id)
+	}
+	ms, err := a.QueryMessages(ctx, topic, id, 1)
+	if err != nil {
+		return nil, err
+	}
+	return ms[0], nil
+}
+
+// viewByOffset reads the record at a commit-log offset of the broker at addr.
+func (a *Admin) viewByOffset(ctx context.Context, addr string, offset int64) (*MessageExt, error) {
+	h := protocol.ViewMessageRequestHeader{Offset: offset}
+	resp, err := a.c.invoke(ctx, addr, request(protocol.ViewMessageByID, h.Ext(), nil), a.c.cfg.RequestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Code != int32(protocol.Success) {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, responseError(protocol.ViewMessageByID, addr, resp))
+	}
+	ms, err := decodeMessages(resp.Body, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, ErrNotFound
+	}
+	ms[0].BrokerAddr = addr
+	a.stampBroker(ctx, ms[0])
+	return ms[0], nil
+}
+
+// QueryMessages returns up to max messages of topic whose KEYS (or client
+// message id) include key, from every broker of the topic's route
+// (QUERY_MESSAGE, `mqadmin queryMsgByKey`), oldest first. It returns
+// ErrNotFound when no broker has one.
+func (a *Admin) QueryMessages(ctx context.Context, topic, key string, max int) ([]*MessageExt, error) {
+	if err := a.c.running(); err != nil {
+		return nil, err
+	}
+	if max <= 0 {
+		max = 32
+	}
+	r, err := a.c.routes.fetch(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu   sync.Mutex
+		out  []*MessageExt
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for _, rb := range r.readBrokers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			addr := rb.broker.master()
+			h := protocol.QueryMessageRequestHeader{Topic: topic, Key: key, MaxNum: int32(max), BeginTimestamp: 0, EndTimestamp: math.MaxInt64}
+			resp, err := a.c.invoke(ctx, addr, request(protocol.QueryMessage, h.Ext(), nil), a.c.cfg.RequestTimeout)
+			var ms []*MessageExt
+			switch {
+			case err != nil:
+			case resp.Code == int32(protocol.QueryNotFound):
+			case resp.Code != int32(protocol.Success):
+				err = responseError(protocol.QueryMessage, addr, resp)
+			default:
+				ms, err = decodeMessages(resp.Body, rb.broker)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("broker %s: %w", rb.broker.name, err))
+			}
+			out = append(out, ms...)
+		}()
+	}
+	wg.Wait()
+	if len(out) == 0 {
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		return nil, fmt.Errorf("%w: topic %s has no message with key %s", ErrNotFound, topic, key)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].StoreTimestamp.Before(out[j].StoreTimestamp) })
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out, nil
+}
+
+// stampBroker fills a viewed message's broker name and IDC from its topic's
+// route, when the route names the broker it was read from.
+func (a *Admin) stampBroker(ctx context.Context, m *MessageExt) {
+	r, err := a.c.routes.fetch(ctx, m.Topic)
+	if err != nil {
+		return
+	}
+	for _, b := range r.brokers {
+		if b.master() == m.BrokerAddr {
+			m.BrokerName, m.IDC = b.name, b.idc
+		}
+	}
+}
+
+// ResetTarget is where ResetOffsets moves a group: the first message stored
+// at or after Time, or, with Earliest or Latest, the start or the end of
+// each queue.
+type ResetTarget struct {
+	Earliest, Latest bool
+	Time             time.Time
+}
+
+// OffsetReset is one queue's reset.
+type OffsetReset struct {
+	Queue      MessageQueue
+	BrokerAddr string
+	IDC        string
+	// Old is the committed offset before (-1: none); New the one set.
+	Old, New int64
+	Err      error
+}
+
+// ResetOffsets sets group's committed offset of every readable queue of
+// topic to target (UPDATE_CONSUMER_OFFSET on each queue's broker;
+// `mqadmin resetOffsetByTime` without the client-side notification). Stop
+// the group's consumers first: a running consumer commits the offset it
+// holds within a second and undoes the reset. Per-queue failures are in the
+// result's Err fields.
+func (a *Admin) ResetOffsets(ctx context.Context, group, topic string, target ResetTarget) ([]OffsetReset, error) {
+	if err := a.c.running(); err != nil {
+		return nil, err
+	}
+	r, err := a.c.routes.fetch(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	var out []OffsetReset
+	for _, rb := range r.readBrokers() {
+		addr := rb.broker.master()
+		for q := 0; q < rb.queues; q++ {
+			mq := MessageQueue{Topic: topic, BrokerName: rb.broker.name, QueueID: q}
+			res := OffsetReset{Queue: mq, BrokerAddr: addr, IDC: rb.broker.idc, Old: -1}
+			if off, err := a.c.queryOffset(ctx, addr, group, mq); err == nil {
+				res.Old = off
+			}
+			switch {
+			case target.Earliest:
+				res.New, res.Err = a.c.queueOffset(ctx, protocol.GetMinOffset, addr, mq)
+			case target.Latest:
+				res.New, res.Err = a.c.queueOffset(ctx, protocol.GetMaxOffset, addr, mq)
+			default:
+				res.New, res.Err = a.c.searchOffset(ctx, addr, mq, target.Time)
+			}
+			if res.Err == nil {
+				res.Err = a.c.updateOffset(ctx, addr, group, mq, res.New)
+			}
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
