@@ -141,7 +141,7 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	if err := d.cluster.start(ctx); err != nil {
 		return nil, err
 	}
-	d.work = newWorkload(d.cluster.idcs, d.opts.SendInterval, d.opts.Logger)
+	d.work = newWorkload(d.cluster, d.opts.SendInterval, d.opts.Logger)
 	d.progress.ledger = d.work.ledger
 	closeCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
