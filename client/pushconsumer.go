@@ -18,7 +18,7 @@ import (
 // the group: a broker's queues are allocated over the consumers of the
 // broker's own IDC, plus consumers whose IDC has no live broker, and — when
 // the broker sees no eligible consumer at all — over every consumer
-// connected to it (ARCHITECTURE.md §2 flow 5). A queue is locked on its
+// connected to it (docs/architecture.md §2 flow 5). A queue is locked on its
 // broker while held, and changes hands in the order: old owner commits its
 // offset and unlocks, new owner locks and reads the offset. Offsets are
 // committed to the queue's broker every OffsetCommitInterval, at every

@@ -115,7 +115,7 @@ type brokerView struct {
 }
 
 // rebalance computes the queues this consumer should hold and moves to
-// that set. Clustering follows ARCHITECTURE.md §2 flow 5: for each broker B
+// that set. Clustering follows docs/architecture.md §2 flow 5: for each broker B
 // with readable queues, B's queues are allocated over the consumers B
 // reports that are eligible for B (idc.EligibleConsumers); a broker that
 // cannot be asked contributes no queue, so its queues are released (another

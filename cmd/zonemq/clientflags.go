@@ -18,7 +18,7 @@ import (
 )
 
 // Environment variables that supply the defaults of the client flags, so a
-// shell can be pointed at one cluster once (ARCHITECTURE.md §6).
+// shell can be pointed at one cluster once (docs/architecture.md §6).
 const (
 	envAddrsrv = "ZONEMQ_ADDRSRV"
 	envNamesrv = "ZONEMQ_NAMESRV"

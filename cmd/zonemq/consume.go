@@ -38,7 +38,7 @@ type consumeOptions struct {
 }
 
 // consumeLine is one message in --output json; the field order is
-// ARCHITECTURE.md §6's.
+// docs/architecture.md §6's.
 type consumeLine struct {
 	TS          int64  `json:"ts"`
 	Key         string `json:"key"`

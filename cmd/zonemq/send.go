@@ -38,7 +38,7 @@ type sendOptions struct {
 }
 
 // sendLine is one successful send in --output json; the field order is
-// ARCHITECTURE.md §6's.
+// docs/architecture.md §6's.
 type sendLine struct {
 	TS          int64  `json:"ts"`
 	Key         string `json:"key"`

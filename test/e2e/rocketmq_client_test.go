@@ -218,7 +218,7 @@ func TestE2ERocketMQClientViaAddrsrv(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Shutdown() })
 	keys, brokers := rmqSendAll(t, p, topic, "via", 200)
-	// A stock client sees every IDC's brokers (ARCHITECTURE.md §2,
+	// A stock client sees every IDC's brokers (docs/architecture.md §2,
 	// compatibility) and spreads its sends over their queues.
 	for n := 1; n <= 2; n++ {
 		if brokers["broker-"+idcName(n)] == 0 {
