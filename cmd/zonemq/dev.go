@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -433,6 +434,9 @@ func runDevCtl(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case len(rest) == 1 && rest[0] == "status":
 		method, path = http.MethodGet, "/status"
+	case len(rest) == 2 && (rest[0] == "stop" || rest[0] == "start") && slices.Contains(devRoles, rest[1]):
+		// `stop broker`: the role is there, the IDC is not.
+		return usagef("which IDC? zonemq dev-ctl %s %s idc1 (or idc2, …)", rest[0], rest[1])
 	case len(rest) == 2 && (rest[0] == "stop" || rest[0] == "start"):
 		method, path = http.MethodPost, "/idc/"+rest[1]+"/all/"+rest[0]
 	case len(rest) == 3 && (rest[0] == "stop" || rest[0] == "start"):
