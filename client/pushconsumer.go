@@ -161,6 +161,9 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 	pc.c.goLoop(pc.rebalanceLoop)
 	pc.c.goLoop(pc.heartbeatLoop)
 	pc.c.goLoop(pc.commitLoop)
+	if pc.cfg.MessageModel == Clustering {
+		pc.c.goLoop(pc.livenessLoop)
+	}
 	if pc.useLocks() {
 		pc.c.goLoop(pc.lockLoop)
 	}
@@ -347,8 +350,10 @@ func (pc *PushConsumer) heartbeatAll(ctx context.Context) {
 			pc.mu.Lock()
 			was, known := pc.brokerOK[addr]
 			pc.brokerOK[addr] = err == nil
-			pc.silent[addr] = err != nil && isTransportError(err)
 			pc.mu.Unlock()
+			// Through markSilent, so that a broker going silent rebalances
+			// every consumer that sees it, whichever request saw it first.
+			pc.markSilent(addr, err != nil && isTransportError(err))
 			if err != nil {
 				pc.c.logger.Debug("broker heartbeat failed", "broker", addr, "err", err)
 				if inRoute[addr] && isTransportError(err) {
