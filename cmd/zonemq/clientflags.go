@@ -36,6 +36,8 @@ type clientFlags struct {
 	instance string
 	logLevel string
 
+	allowUnknownIDC bool
+
 	clientHeartbeat time.Duration
 }
 
@@ -51,6 +53,8 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 			"(default $"+envNamesrv+")")
 	fs.StringVar(&f.idc, "idc", os.Getenv(envIDC),
 		"the client's own IDC: its name servers and brokers are preferred (default $"+envIDC+")")
+	fs.BoolVar(&f.allowUnknownIDC, "allow-unknown-idc", false,
+		"accept an --idc the address servers do not list (a client-only IDC); without it such an --idc is refused")
 	fs.StringVar(&f.localIP, "local-ip", "",
 		"local `IP` to bind outgoing connections to (default: none, the system picks)")
 	fs.StringVar(&f.instance, "instance", "",
@@ -86,6 +90,7 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 		return cfg, usagef("--local-ip %q is not an IP address", f.localIP)
 	}
 	cfg.IDC = strings.TrimSpace(f.idc)
+	cfg.AllowUnknownIDC = f.allowUnknownIDC
 	cfg.LocalIP = f.localIP
 	cfg.InstanceName = f.instance
 	if f.clientHeartbeat <= 0 {
@@ -98,6 +103,15 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 	}
 	cfg.Logger = logger
 	return cfg, nil
+}
+
+// startError words a client's failed Start: an unknown --idc is a usage
+// error (exit status 2) naming the flag; anything else is a runtime error.
+func startError(what string, err error) error {
+	if errors.Is(err, client.ErrUnknownIDC) {
+		return usagef("--idc: %s", strings.TrimPrefix(oneLine(err.Error()), "zonemq client: "))
+	}
+	return fmt.Errorf("cannot start %s: %s", what, oneLine(err.Error()))
 }
 
 // clientError turns an SDK constructor's error into a usage error when it

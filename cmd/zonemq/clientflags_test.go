@@ -211,6 +211,8 @@ func TestCLIBadFlags(t *testing.T) {
 		{[]string{"dev", "--base-port", "60000"}, "--base-port"},
 		{[]string{"dev-ctl", "explode"}, "usage"},
 		{[]string{"dev-ctl", "stop", "broker"}, "which IDC?"},
+		{append([]string{"send", "--topic", "bad topic!"}, ns...), "--topic"},
+		{append([]string{"consume", "--topic", "bad topic!", "--group", "G"}, ns...), "--topic"},
 		{append([]string{"send", "--topic", "T", "--size", "0"}, ns...), "--size must be at least 1"},
 		{append([]string{"send", "--topic", "T", "--interval", "500"}, ns...), "needs a unit"},
 		{append([]string{"send", "--topic", "T", "--body", "@no-such-file"}, ns...), "no-such-file"},

@@ -220,6 +220,10 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 	if topic == "" {
 		topic = "Demo"
 	}
+	if underGoRun() {
+		fmt.Fprintf(w, "\nBuild the binary once for the commands below (go run would compile again for each and hide its exit status):\n\n")
+		fmt.Fprintf(w, "  go build -o zonemq ./cmd/zonemq\n")
+	}
 	fmt.Fprintf(w, "\nTry it, each command in its own terminal. A consumer in every IDC, one group:\n\n")
 	for n := 1; n <= c.IDCs(); n++ {
 		fmt.Fprintf(w, "  %s consume %s --topic %s --group DemoGroup\n", prog, devClientFlags(c, n), topic)
@@ -254,12 +258,19 @@ func devClientFlags(c *devcluster.Cluster, n int) string {
 	return "--addrsrv " + strings.Join(c.AddrsrvURLs(n), ",") + " --idc " + devcluster.IDCName(n)
 }
 
-// programName is how the printed commands start: "go run ./cmd/zonemq"
-// under go run (the binary sits in a go-build temp folder), else "zonemq".
-func programName() string {
+// underGoRun reports whether this process was started by `go run` (the
+// binary sits in a go-build temp folder).
+func underGoRun() bool {
 	exe, err := os.Executable()
-	if err == nil && strings.Contains(exe, "go-build") {
-		return "go run ./cmd/zonemq"
+	return err == nil && strings.Contains(exe, "go-build")
+}
+
+// programName is how the printed commands start: "./zonemq" under go run
+// (the banner then says how to build it: go run would compile again for
+// every command and hide exit statuses), else "zonemq".
+func programName() string {
+	if underGoRun() {
+		return "./zonemq"
 	}
 	return "zonemq"
 }

@@ -92,6 +92,9 @@ func parseSendArgs(args []string, stderr io.Writer) (sendOptions, error) {
 	switch {
 	case o.topic == "":
 		return o, usagef("--topic is required")
+	case protocol.ValidateTopic(o.topic) != nil:
+		// As consume and admin do: a bad name is a usage error (status 2).
+		return o, usagef("--topic: %v", protocol.ValidateTopic(o.topic))
 	case o.count < 0:
 		return o, usagef("--count must be 0 (until stopped) or more, got %d", o.count)
 	case o.interval < 0:
@@ -166,7 +169,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		_ = p.Shutdown(sctx)
 	}()
 	if err := p.Start(ctx); err != nil {
-		return fmt.Errorf("cannot start the producer: %s", oneLine(err.Error()))
+		return startError("the producer", err)
+	}
+	if o.output == "text" {
+		fmt.Fprintf(stderr, "zonemq send: sending to %s from IDC %s via name server %s\n",
+			o.topic, orDash(o.producer.IDC), orDash(p.NameServer()))
 	}
 	out := &lineWriter{w: stdout}
 	sent, failed := 0, 0
