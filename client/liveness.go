@@ -34,16 +34,9 @@ type livenessChecks struct {
 // with one owner.
 func (pc *PushConsumer) livenessLoop(ctx context.Context) {
 	lc := &livenessChecks{inFlight: map[string]bool{}}
-	t := time.NewTicker(brokerCheckInterval)
-	defer t.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyTick(ctx, brokerCheckInterval, nil, func(ctx context.Context) {
 		for _, addr := range pc.c.routes.brokerAddrs(pc.topics()) {
 			lc.mu.Lock()
 			busy := lc.inFlight[addr]
@@ -65,7 +58,7 @@ func (pc *PushConsumer) livenessLoop(ctx context.Context) {
 				pc.markSilent(addr, err != nil && isTransportError(err))
 			}()
 		}
-	}
+	})
 }
 
 // markSilent records whether addr answers and acts on a change: a broker

@@ -222,14 +222,7 @@ func (p *Producer) SendOrderly(ctx context.Context, msg *Message, selector Queue
 
 // heartbeatLoop announces the producer group to the brokers it sends to.
 func (p *Producer) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(p.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyTick(ctx, p.cfg.HeartbeatInterval, nil, func(ctx context.Context) {
 		hb := protocol.HeartbeatData{
 			ClientID:        p.c.id(),
 			ProducerDataSet: []protocol.ProducerData{{GroupName: p.cfg.Group}},
@@ -253,5 +246,5 @@ func (p *Producer) heartbeatLoop(ctx context.Context) {
 				p.c.logger.Debug("producer heartbeat failed", "broker", a, "err", err)
 			}
 		}
-	}
+	})
 }

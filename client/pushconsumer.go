@@ -406,15 +406,5 @@ func (pc *PushConsumer) watchBroker(addr string) {
 // heartbeatLoop heartbeats every HeartbeatInterval and at once when asked
 // (after a route change).
 func (pc *PushConsumer) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(pc.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-pc.heartbeatCh:
-		}
-		pc.heartbeatAll(ctx)
-	}
+	everyTick(ctx, pc.cfg.HeartbeatInterval, pc.heartbeatCh, pc.heartbeatAll)
 }

@@ -16,17 +16,7 @@ import (
 // broker connection closing, a failed pull. One goroutine runs every
 // rebalance, so hand-overs never interleave.
 func (pc *PushConsumer) rebalanceLoop(ctx context.Context) {
-	t := time.NewTicker(pc.cfg.RebalanceInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-pc.rebalanceCh:
-		}
-		pc.rebalance(ctx)
-	}
+	everyTick(ctx, pc.cfg.RebalanceInterval, pc.rebalanceCh, pc.rebalance)
 }
 
 // useLocks reports whether queues are locked on their broker before use.

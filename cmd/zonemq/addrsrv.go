@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/zonemq/zonemq/internal/addrsrv"
@@ -97,17 +98,9 @@ func runAddrsrv(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err // a usage error, or flag.ErrHelp after --help
 	}
-	logger, err := newLogger(stderr, level)
-	if err != nil {
-		return err
-	}
-	opts.Logger = logger
-	s, err := addrsrv.New(opts)
-	if err != nil {
-		if errors.Is(err, addrsrv.ErrInvalidOptions) {
-			return usagef("%v", err)
-		}
-		return err
-	}
-	return s.Run(ctx)
+	return serveRole(ctx, stderr, level, addrsrv.ErrInvalidOptions,
+		func(logger *slog.Logger) (*addrsrv.Server, error) {
+			opts.Logger = logger
+			return addrsrv.New(opts)
+		}, nil)
 }
