@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -37,6 +38,7 @@ type clientFlags struct {
 	logLevel string
 
 	allowUnknownIDC bool
+	command         string // the subcommand, for log lines on a terminal
 
 	clientHeartbeat time.Duration
 }
@@ -44,7 +46,7 @@ type clientFlags struct {
 // addClientFlags registers the shared client flags on fs, their defaults
 // taken from the environment.
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
-	f := &clientFlags{}
+	f := &clientFlags{command: fs.Name()}
 	fs.StringVar(&f.addrsrv, "addrsrv", os.Getenv(envAddrsrv),
 		"address server base `URL`s, comma-separated, own IDC's first, e.g. http://127.0.1.1:18080\n"+
 			"(default $"+envAddrsrv+")")
@@ -100,6 +102,13 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 	logger, err := newLogger(stderr, f.logLevel)
 	if err != nil {
 		return cfg, err
+	}
+	if isTerminal(stderr) {
+		// A person is reading: short lines (see cliHandler). Otherwise
+		// (a file, a pipe, the journal) the full records with times.
+		var level slog.Level
+		level.UnmarshalText([]byte(f.logLevel)) // newLogger checked it
+		logger = newCLILogger(stderr, "zonemq "+f.command, level)
 	}
 	cfg.Logger = logger
 	return cfg, nil

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,4 +258,14 @@ func TestCLISendBodyFromFile(t *testing.T) {
 	o.body = "-"
 	testutil.NoError(t, o.readBody(strings.NewReader("from stdin")))
 	testutil.Equal(t, string(o.messageBody("P-1")), "from stdin", "body")
+}
+
+// TestCLILogLineForTerminal: on a terminal an SDK log record is one short
+// line, without time and without the attributes every line repeats.
+func TestCLILogLineForTerminal(t *testing.T) {
+	var b bytes.Buffer
+	l := newCLILogger(&b, "zonemq send", slog.LevelWarn).With("role", "client", "kind", "producer", "idc", "idc1")
+	l.Info("not shown")
+	l.Warn("name server failed;\nmoving on", "namesrv", "127.0.1.1:9876", "err", errors.New("EOF"))
+	testutil.Equal(t, b.String(), "zonemq send: warn: name server failed; moving on (namesrv=127.0.1.1:9876, err=EOF)\n")
 }
