@@ -242,7 +242,7 @@ func (pc *PushConsumer) apply(ctx context.Context, want map[MessageQueue]*broker
 	var now []*processQueue
 	var later []*processQueue
 	for _, pq := range drop {
-		if silent[pq.broker.master()] {
+		if silent[pq.broker.readAddr()] {
 			later = append(later, pq)
 		} else {
 			now = append(now, pq)
