@@ -99,8 +99,6 @@ type workload struct {
 	interval time.Duration
 	logger   *slog.Logger
 	idcs     []*idcProcs
-	binary   string
-	workDir  string
 
 	producers []*client.Producer
 	consumers map[string]*consumerProc // by IDC
@@ -122,7 +120,7 @@ func clientConfig(i *idcProcs, logger *slog.Logger) client.ClientConfig {
 
 func newWorkload(c *cluster, interval time.Duration, logger *slog.Logger) *workload {
 	w := &workload{ledger: newLedger(), interval: interval, logger: logger, idcs: c.idcs,
-		binary: c.binary, workDir: c.workDir, consumers: map[string]*consumerProc{}}
+		consumers: map[string]*consumerProc{}}
 	for _, i := range c.idcs {
 		w.consumers[i.name] = newConsumerProc(c.binary, c.workDir, i, w.ledger)
 	}
