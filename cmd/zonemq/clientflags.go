@@ -118,7 +118,8 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 // error (exit status 2) naming the flag; anything else is a runtime error.
 func startError(what string, err error) error {
 	if errors.Is(err, client.ErrUnknownIDC) {
-		return usagef("--idc: %s", strings.TrimPrefix(oneLine(err.Error()), "zonemq client: "))
+		msg := strings.TrimPrefix(oneLine(err.Error()), "zonemq client: ")
+		return usagef("--idc: %s", strings.ReplaceAll(msg, "AllowUnknownIDC", "--allow-unknown-idc"))
 	}
 	return fmt.Errorf("cannot start %s: %s", what, oneLine(err.Error()))
 }

@@ -57,6 +57,12 @@ var devReadyHook func(c *devcluster.Cluster, controlURL string)
 // --base-port (10000 + 8000 = 18000).
 const devDefaultControlPort = 8000
 
+// devCtlDefaultControl is the control endpoint dev-ctl talks to when not
+// told: the one of a dev cluster on the default base port (10000).
+func devCtlDefaultControl() string {
+	return "127.0.0.1:" + strconv.Itoa(10000+devDefaultControlPort)
+}
+
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dev", devSynopsis, stderr)
 	fs.Usage = func() {
@@ -149,7 +155,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	printDevBanner(stdout, c, devBannerOptions{
 		elapsed: time.Since(start), dataDir: *dataDir, topic: *topic, controlURL: controlURL,
-		defaultControl: *basePort > 0 && *control == "127.0.0.1:"+strconv.Itoa(*basePort+devDefaultControlPort),
+		// dev-ctl finds only the default base port's endpoint by itself.
+		defaultControl: *control == devCtlDefaultControl(),
 	})
 	if devReadyHook != nil {
 		devReadyHook(c, controlURL)
@@ -425,7 +432,7 @@ func runDevCtl(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("dev-ctl", devCtlSynopsis, stderr)
 	def := os.Getenv(envDevControl)
 	if def == "" {
-		def = "http://127.0.0.1:" + strconv.Itoa(10000+devDefaultControlPort)
+		def = "http://" + devCtlDefaultControl()
 	}
 	controlURL := fs.String("control", def, "the control endpoint `URL` 'zonemq dev' printed (the default comes from $"+envDevControl+" if set)")
 	err := quietly(fs, stderr, func() error {
