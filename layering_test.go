@@ -54,17 +54,15 @@ var allowedImports = map[string][]string{
 	"client":              {"internal/remoting", "internal/protocol", "internal/idc", "internal/filter"},
 	"internal/devcluster": append(slices.Clone(servers), "internal/store", "client"),
 	"cmd/zonemq": append(slices.Clone(servers), "internal/devcluster", "client", "internal/protocol",
-		// Not in §5 yet: the disaster drill and the controller (see
-		// their rows below).
 		"internal/drill", "internal/controller"),
 	"internal/testutil": {},
-	// Not in §5 yet: the SQL92 property-filter compiler. A leaf: the broker
-	// evaluates filters on pull, the SDK checks them at Subscribe.
+	// The SQL92 property-filter compiler. A leaf: the broker evaluates
+	// filters on pull, the SDK checks them at Subscribe.
 	"internal/filter": {},
-	// Not in docs/architecture.md §5 yet. The drill drives real zonemq processes
-	// and talks to them as an application does, so it is held to a client
-	// application's rules: the public client, never servers, store or the
-	// transport.
+	// The drill drives real zonemq processes and talks to them as an
+	// application does, so it is held to a client application's rules: the
+	// public client, never servers, store or the transport (netns only
+	// places processes and sockets in an IDC's network namespace).
 	"internal/drill": {"client", "internal/protocol", "internal/idc", "internal/netns"},
 	// Not in ARCHITECTURE.md §5 yet: the failover controller (issue 10)
 	// speaks the remoting protocol and knows nothing of servers or store.
