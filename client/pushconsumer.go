@@ -396,6 +396,13 @@ func (pc *PushConsumer) watchBroker(addr string) {
 		pc.mu.Unlock()
 		if pc.c.ctx.Err() == nil {
 			pc.c.logger.Info("broker connection closed", "broker", addr, "err", cn.Err())
+			if errors.Is(cn.Err(), remoting.ErrConnClosed) {
+				// Closed on our side: only a request that got no answer
+				// within its timeout does that (core.invoke), so the broker
+				// is silent. Say so before the rebalance below, or it would
+				// ask the hung broker for its view and wait a timeout.
+				pc.markSilent(addr, true)
+			}
 			pc.brokerDown(addr)
 			pc.c.routes.triggerRefresh()
 			pc.triggerRebalance()
