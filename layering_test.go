@@ -64,7 +64,7 @@ var allowedImports = map[string][]string{
 	// public client, never servers, store or the transport (netns only
 	// places processes and sockets in an IDC's network namespace).
 	"internal/drill": {"client", "internal/protocol", "internal/idc", "internal/netns"},
-	// Not in ARCHITECTURE.md §5 yet: the failover controller (issue 10)
+	// Not in docs/architecture.md §5 yet: the failover controller (issue 10)
 	// speaks the remoting protocol and knows nothing of servers or store.
 	"internal/controller": {"internal/remoting", "internal/protocol"},
 	// Not in ARCHITECTURE.md §5 yet. Network namespaces for tests and the

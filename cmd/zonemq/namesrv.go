@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"errors"
 
 	"github.com/zonemq/zonemq/internal/namesrv"
 )
