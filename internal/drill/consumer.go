@@ -61,12 +61,21 @@ func (c *consumerProc) start(context.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.binary, "consume",
+	// Under --netns the consumer runs in its IDC's network namespace, as
+	// the IDC's servers do (network.attach).
+	newCmd := exec.Command
+	if c.idc.broker.command != nil {
+		newCmd = c.idc.broker.command
+	}
+	cmd := newCmd(c.binary, "consume",
 		"--addrsrv", c.idc.addrsrvURL(), "--idc", c.idc.name, "--local-ip", c.idc.ip,
 		"--topic", drillTopic, "--group", drillGroup, "--from", "first",
 		"--output", "json", "--log-level", "info")
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig, cmd.SysProcAttr.Setpgid = syscall.SIGKILL, true
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		logFile.Close()
