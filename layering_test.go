@@ -1,6 +1,6 @@
 package zonemq_test
 
-// The import rules of ARCHITECTURE.md §5, kept true by `go list`:
+// The import rules of docs/architecture.md §5, kept true by `go list`:
 //
 //   - every zonemq package imports only the zonemq packages its row allows
 //     (direct imports; store reaching remoting through protocol is fine);
@@ -35,7 +35,7 @@ import (
 
 const modulePath = "github.com/zonemq/zonemq"
 
-// Package groups as ARCHITECTURE.md §5 names them.
+// Package groups as docs/architecture.md §5 names them.
 var (
 	servers = []string{"internal/namesrv", "internal/broker", "internal/addrsrv"}
 )
@@ -63,15 +63,15 @@ var allowedImports = map[string][]string{
 	// signing, standard library only, so servers and the SDK share it.
 	"internal/acl":      {},
 	"internal/testutil": {},
-	// Not in §5 yet: the SQL92 property-filter compiler. A leaf: the broker
-	// evaluates filters on pull, the SDK checks them at Subscribe.
+	// The SQL92 property-filter compiler. A leaf: the broker evaluates
+	// filters on pull, the SDK checks them at Subscribe.
 	"internal/filter": {},
-	// Not in ARCHITECTURE.md §5 yet. The drill drives real zonemq processes
-	// and talks to them as an application does, so it is held to a client
-	// application's rules: the public client, never servers, store or the
-	// transport.
+	// The drill drives real zonemq processes and talks to them as an
+	// application does, so it is held to a client application's rules: the
+	// public client, never servers, store or the transport (netns only
+	// places processes and sockets in an IDC's network namespace).
 	"internal/drill": {"client", "internal/protocol", "internal/idc", "internal/netns"},
-	// Not in ARCHITECTURE.md §5 yet: the failover controller (issue 10)
+	// Not in docs/architecture.md §5 yet: the failover controller (issue 10)
 	// speaks the remoting protocol and knows nothing of servers or store.
 	"internal/controller": {"internal/remoting", "internal/protocol"},
 	// Not in ARCHITECTURE.md §5 yet. Network namespaces for tests and the
@@ -179,7 +179,7 @@ func TestLayeringImportTable(t *testing.T) {
 		present[r] = true
 		allowed, known := allowedImports[r]
 		if !known {
-			t.Errorf("package %s has no row in the import table (ARCHITECTURE.md §5 and allowedImports here)", r)
+			t.Errorf("package %s has no row in the import table (docs/architecture.md §5 and allowedImports here)", r)
 			continue
 		}
 		for _, imp := range p.Imports {

@@ -48,6 +48,11 @@ type ClientConfig struct {
 	// brokers of this IDC. Empty means unknown: no preference, and the
 	// client's consumers count as IDC-less (see docs/client.md).
 	IDC string
+	// AllowUnknownIDC lets IDC name an IDC the address servers do not list
+	// (a client-only IDC: no servers of its own). Otherwise Start refuses
+	// such an IDC with ErrUnknownIDC, which lists the known ones, so a typo
+	// does not quietly make every IDC "remote".
+	AllowUnknownIDC bool
 
 	// InstanceName tells clients of one process apart; it is the middle part
 	// of the client id "<ip>@<instance>@idc=<idc>". Empty means

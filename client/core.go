@@ -93,6 +93,9 @@ func (c *core) start(ctx context.Context) error {
 	if err := c.ns.refresh(ctx); err != nil {
 		return err
 	}
+	if err := c.ns.checkIDC(); err != nil {
+		return err
+	}
 	id := idc.FormatClientID(c.localIP(ctx), c.cfg.InstanceName, c.cfg.IDC)
 
 	c.mu.Lock()

@@ -16,7 +16,7 @@
 //     when an attempt fails or times out, retry at once on another broker
 //     (own IDC first, then other IDCs) inside the same SendSync call.
 //   - Push consumers read their own IDC's brokers. Queues are allocated per
-//     broker over that broker's view of the group (ARCHITECTURE.md §2 flow
+//     broker over that broker's view of the group (docs/architecture.md §2 flow
 //     5), so when an IDC's consumers vanish another IDC's consumers take over
 //     its brokers' queues, and give them back when it returns.
 //

@@ -26,6 +26,9 @@ var (
 	// ErrNoNameServer means no name server could be asked: none is known,
 	// or every one failed.
 	ErrNoNameServer = errors.New("zonemq client: no name server available")
+	// ErrUnknownIDC means ClientConfig.IDC names an IDC the address servers
+	// do not list (see ClientConfig.AllowUnknownIDC).
+	ErrUnknownIDC = errors.New("zonemq client: unknown IDC")
 	// ErrNoRoute means the topic has no usable queue: it does not exist and
 	// cannot be auto-created, or none of its brokers is alive.
 	ErrNoRoute = errors.New("zonemq client: no route to the topic")

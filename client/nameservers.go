@@ -102,11 +102,14 @@ func (n *nameServers) refresh(ctx context.Context) error {
 	n.mu.Lock()
 	known := len(n.list)
 	n.mu.Unlock()
-	if lastErr != nil {
-		n.c.logger.Warn("no address server answered; keeping the last name-server list", "err", lastErr, "known", known)
-	}
-	if known == 0 {
+	switch {
+	case known == 0:
+		// The caller gets this as an error: logging it too would say it
+		// twice.
 		return fmt.Errorf("%w: %v", ErrNoNameServer, lastErr)
+	case lastErr != nil && ctx.Err() == nil:
+		// Not when ctx ended: a refresh cut short by shutdown is no news.
+		n.c.logger.Warn("no address server answered; keeping the last name-server list", "err", lastErr, "known", known)
 	}
 	return nil
 }

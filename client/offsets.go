@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // commitLoop commits every held queue's offset every OffsetCommitInterval.
@@ -12,30 +11,26 @@ import (
 // local file; zonemq keeps none, so a restarted broadcasting consumer starts
 // again at ConsumeFromWhere).
 func (pc *PushConsumer) commitLoop(ctx context.Context) {
-	t := time.NewTicker(pc.cfg.OffsetCommitInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pc.mu.Lock()
-		pqs := make([]*processQueue, 0, len(pc.queues))
-		for _, pq := range pc.queues {
-			pqs = append(pqs, pq)
-		}
-		pc.mu.Unlock()
-		var wg sync.WaitGroup
-		for _, pq := range pqs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				pc.commit(ctx, pq)
-			}()
-		}
-		wg.Wait()
+	everyTick(ctx, pc.cfg.OffsetCommitInterval, nil, pc.commitAll)
+}
+
+// commitAll commits every held queue's offset, in parallel.
+func (pc *PushConsumer) commitAll(ctx context.Context) {
+	pc.mu.Lock()
+	pqs := make([]*processQueue, 0, len(pc.queues))
+	for _, pq := range pc.queues {
+		pqs = append(pqs, pq)
 	}
+	pc.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pq := range pqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pc.commit(ctx, pq)
+		}()
+	}
+	wg.Wait()
 }
 
 // commit stores pq's committable offset if it moved since the last commit.

@@ -226,15 +226,8 @@ func (p *Producer) heartbeatLoop(ctx context.Context) {
 	// send to learns its client id (and so its IDC, which the broker's
 	// per-IDC metrics and the console read) within a second; each broker
 	// still gets a heartbeat only once per HeartbeatInterval.
-	t := time.NewTicker(min(time.Second, p.cfg.HeartbeatInterval))
-	defer t.Stop()
 	last := map[string]time.Time{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyTick(ctx, min(time.Second, p.cfg.HeartbeatInterval), nil, func(ctx context.Context) {
 		hb := protocol.HeartbeatData{
 			ClientID:        p.c.id(),
 			ProducerDataSet: []protocol.ProducerData{{GroupName: p.cfg.Group}},
@@ -263,5 +256,5 @@ func (p *Producer) heartbeatLoop(ctx context.Context) {
 				p.c.logger.Debug("producer heartbeat failed", "broker", a, "err", err)
 			}
 		}
-	}
+	})
 }

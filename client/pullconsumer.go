@@ -127,38 +127,43 @@ func (pc *PullConsumer) Pull(ctx context.Context, mq MessageQueue, offset int64,
 
 // CommitOffset stores the group's offset of mq on its broker.
 func (pc *PullConsumer) CommitOffset(ctx context.Context, mq MessageQueue, offset int64) error {
-	if err := pc.c.running(); err != nil {
-		return err
-	}
-	b, err := pc.broker(ctx, mq)
+	addr, err := pc.readAddrOf(ctx, mq)
 	if err != nil {
 		return err
 	}
-	return pc.c.updateOffset(ctx, b.readAddr(), pc.cfg.Group, mq, offset)
+	return pc.c.updateOffset(ctx, addr, pc.cfg.Group, mq, offset)
 }
 
 // QueryOffset returns the group's committed offset of mq, or ErrNoOffset.
 func (pc *PullConsumer) QueryOffset(ctx context.Context, mq MessageQueue) (int64, error) {
-	if err := pc.c.running(); err != nil {
-		return 0, err
-	}
-	b, err := pc.broker(ctx, mq)
+	addr, err := pc.readAddrOf(ctx, mq)
 	if err != nil {
 		return 0, err
 	}
-	return pc.c.queryOffset(ctx, b.readAddr(), pc.cfg.Group, mq)
+	return pc.c.queryOffset(ctx, addr, pc.cfg.Group, mq)
 }
 
 // MaxOffset returns the offset the next message stored in mq will get.
 func (pc *PullConsumer) MaxOffset(ctx context.Context, mq MessageQueue) (int64, error) {
-	if err := pc.c.running(); err != nil {
-		return 0, err
-	}
-	b, err := pc.broker(ctx, mq)
+	addr, err := pc.readAddrOf(ctx, mq)
 	if err != nil {
 		return 0, err
 	}
-	return pc.c.queueOffset(ctx, protocol.GetMaxOffset, b.readAddr(), mq)
+	return pc.c.queueOffset(ctx, protocol.GetMaxOffset, addr, mq)
+}
+
+// readAddrOf is where mq's offsets are read and committed (its broker's
+// master, or a replica while the group has none): the consumer must be
+// running, and the route is re-read once if mq's broker is unknown.
+func (pc *PullConsumer) readAddrOf(ctx context.Context, mq MessageQueue) (string, error) {
+	if err := pc.c.running(); err != nil {
+		return "", err
+	}
+	b, err := pc.broker(ctx, mq)
+	if err != nil {
+		return "", err
+	}
+	return b.readAddr(), nil
 }
 
 // broker finds mq's broker, re-reading the route once if it is unknown.
@@ -179,14 +184,7 @@ func (pc *PullConsumer) broker(ctx context.Context, mq MessageQueue) (*brokerInf
 }
 
 func (pc *PullConsumer) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(pc.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyTick(ctx, pc.cfg.HeartbeatInterval, nil, func(ctx context.Context) {
 		pc.mu.Lock()
 		topics := make([]string, 0, len(pc.topics))
 		for t := range pc.topics {
@@ -199,7 +197,7 @@ func (pc *PullConsumer) heartbeatLoop(ctx context.Context) {
 		}
 		pc.mu.Unlock()
 		if len(topics) == 0 {
-			continue
+			return
 		}
 		hb := mustJSON(&protocol.HeartbeatData{
 			ClientID:        pc.c.id(),
@@ -217,5 +215,5 @@ func (pc *PullConsumer) heartbeatLoop(ctx context.Context) {
 				pc.c.logger.Debug("pull consumer heartbeat failed", "broker", addr, "err", err)
 			}
 		}
-	}
+	})
 }

@@ -18,7 +18,7 @@ import (
 // the group: a broker's queues are allocated over the consumers of the
 // broker's own IDC, plus consumers whose IDC has no live broker, and — when
 // the broker sees no eligible consumer at all — over every consumer
-// connected to it (ARCHITECTURE.md §2 flow 5). A queue is locked on its
+// connected to it (docs/architecture.md §2 flow 5). A queue is locked on its
 // broker while held, and changes hands in the order: old owner commits its
 // offset and unlocks, new owner locks and reads the offset. Offsets are
 // committed to the queue's broker every OffsetCommitInterval, at every
@@ -161,6 +161,9 @@ func (pc *PushConsumer) Start(ctx context.Context) error {
 	pc.c.goLoop(pc.rebalanceLoop)
 	pc.c.goLoop(pc.heartbeatLoop)
 	pc.c.goLoop(pc.commitLoop)
+	if pc.cfg.MessageModel == Clustering {
+		pc.c.goLoop(pc.livenessLoop)
+	}
 	if pc.useLocks() {
 		pc.c.goLoop(pc.lockLoop)
 	}
@@ -347,8 +350,10 @@ func (pc *PushConsumer) heartbeatAll(ctx context.Context) {
 			pc.mu.Lock()
 			was, known := pc.brokerOK[addr]
 			pc.brokerOK[addr] = err == nil
-			pc.silent[addr] = err != nil && isTransportError(err)
 			pc.mu.Unlock()
+			// Through markSilent, so that a broker going silent rebalances
+			// every consumer that sees it, whichever request saw it first.
+			pc.markSilent(addr, err != nil && isTransportError(err))
 			if err != nil {
 				pc.c.logger.Debug("broker heartbeat failed", "broker", addr, "err", err)
 				if inRoute[addr] && isTransportError(err) {
@@ -391,6 +396,13 @@ func (pc *PushConsumer) watchBroker(addr string) {
 		pc.mu.Unlock()
 		if pc.c.ctx.Err() == nil {
 			pc.c.logger.Info("broker connection closed", "broker", addr, "err", cn.Err())
+			if errors.Is(cn.Err(), remoting.ErrConnClosed) {
+				// Closed on our side: only a request that got no answer
+				// within its timeout does that (core.invoke), so the broker
+				// is silent. Say so before the rebalance below, or it would
+				// ask the hung broker for its view and wait a timeout.
+				pc.markSilent(addr, true)
+			}
 			pc.brokerDown(addr)
 			pc.c.routes.triggerRefresh()
 			pc.triggerRebalance()
@@ -401,15 +413,5 @@ func (pc *PushConsumer) watchBroker(addr string) {
 // heartbeatLoop heartbeats every HeartbeatInterval and at once when asked
 // (after a route change).
 func (pc *PushConsumer) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(pc.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-pc.heartbeatCh:
-		}
-		pc.heartbeatAll(ctx)
-	}
+	everyTick(ctx, pc.cfg.HeartbeatInterval, pc.heartbeatCh, pc.heartbeatAll)
 }

@@ -16,17 +16,7 @@ import (
 // broker connection closing, a failed pull. One goroutine runs every
 // rebalance, so hand-overs never interleave.
 func (pc *PushConsumer) rebalanceLoop(ctx context.Context) {
-	t := time.NewTicker(pc.cfg.RebalanceInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-pc.rebalanceCh:
-		}
-		pc.rebalance(ctx)
-	}
+	everyTick(ctx, pc.cfg.RebalanceInterval, pc.rebalanceCh, pc.rebalance)
 }
 
 // useLocks reports whether queues are locked on their broker before use.
@@ -115,7 +105,7 @@ type brokerView struct {
 }
 
 // rebalance computes the queues this consumer should hold and moves to
-// that set. Clustering follows ARCHITECTURE.md §2 flow 5: for each broker B
+// that set. Clustering follows docs/architecture.md §2 flow 5: for each broker B
 // with readable queues, B's queues are allocated over the consumers B
 // reports that are eligible for B (idc.EligibleConsumers); a broker that
 // cannot be asked contributes no queue, so its queues are released (another
@@ -187,6 +177,7 @@ func (pc *PushConsumer) rebalance(ctx context.Context) {
 	}
 
 	notListed := false
+	silent := pc.silentBrokers()
 	for topic, r := range routes {
 		for _, rb := range r.readBrokers() {
 			first, last := 0, rb.queues
@@ -202,7 +193,7 @@ func (pc *PushConsumer) rebalance(ctx context.Context) {
 				if !slices.Contains(v.ids, me) {
 					notListed = true
 				}
-				eligible := idc.EligibleConsumers(rb.broker.idc, v.ids, r.idcHasLiveBroker)
+				eligible := idc.EligibleConsumers(rb.broker.idc, v.ids, idcAnswers(r, silent))
 				first, last = idc.AllocateAveragely(rb.queues, eligible, me)
 			}
 			for q := first; q < last; q++ {
@@ -242,11 +233,37 @@ func (pc *PushConsumer) apply(ctx context.Context, want map[MessageQueue]*broker
 	}
 	pc.mu.Unlock()
 
-	if len(drop) > 0 {
+	// A silent broker's queues are let go at once and committed in the
+	// background (if it answers again): waiting for it would hold the
+	// queues this rebalance takes elsewhere for two request timeouts. They
+	// are not unlocked, as in brokerDown: we may take them straight back
+	// when the broker answers, and a late unlock would free our new lock.
+	silent := pc.silentBrokers()
+	var now []*processQueue
+	var later []*processQueue
+	for _, pq := range drop {
+		if silent[pq.broker.readAddr()] {
+			later = append(later, pq)
+		} else {
+			now = append(now, pq)
+		}
+	}
+	if len(later) > 0 {
+		for _, pq := range later {
+			pq.drop()
+			pc.c.logger.Info("queue released: broker silent", "queue", pq.mq, "brokerIDC", pq.broker.idc)
+		}
+		pc.c.goLoop(func(ctx context.Context) {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			pc.releaseQueues(rctx, later, false)
+		})
+	}
+	if len(now) > 0 {
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		pc.release(rctx, drop)
+		pc.release(rctx, now)
 		cancel()
-		for _, pq := range drop {
+		for _, pq := range now {
 			pc.c.logger.Info("queue released", "queue", pq.mq, "brokerIDC", pq.broker.idc)
 		}
 	}

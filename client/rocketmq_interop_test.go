@@ -3,12 +3,7 @@ package client_test
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"os/user"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -33,13 +28,7 @@ func TestClientInteropRocketMQGo(t *testing.T) {
 	const topic = "InteropTopic"
 	createTopic(t, c, topic, 4)
 	nsaddr := c.AddrsrvURL(1) + "/rocketmq/nsaddr"
-	// Its HTTP resolver saves a snapshot under the home directory it finds
-	// in the user database (not $HOME): remove exactly the file it writes.
-	if u, err := user.Current(); err == nil {
-		sum := md5.Sum([]byte(nsaddr))
-		snapshot := filepath.Join(u.HomeDir, "logs", "rocketmq-go", "snapshot", "nameserver_addr-"+hex.EncodeToString(sum[:]))
-		t.Cleanup(func() { os.Remove(snapshot) })
-	}
+	testutil.RemoveResolverSnapshot(t, nsaddr)
 	ctx := context.Background()
 
 	rp, err := producer.NewDefaultProducer(

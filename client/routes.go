@@ -151,10 +151,14 @@ func (r *route) readBrokers() []readBroker {
 // idcHasLiveBroker reports whether the route has a broker of IDC x with a
 // master and readable and writable queues: the input of
 // idc.EligibleConsumers.
-func (r *route) idcHasLiveBroker(x string) bool {
+func (r *route) idcHasLiveBroker(x string) bool { return r.idcHasLiveBrokerExcept(x, nil) }
+
+// idcHasLiveBrokerExcept is idcHasLiveBroker not counting the brokers whose
+// master address is in skip.
+func (r *route) idcHasLiveBrokerExcept(x string, skip map[string]bool) bool {
 	for _, qd := range r.data.QueueDatas {
 		b := r.brokers[qd.BrokerName]
-		if b == nil || b.master() == "" || !idc.Same(b.idc, x) {
+		if b == nil || b.master() == "" || !idc.Same(b.idc, x) || skip[b.master()] {
 			continue
 		}
 		if protocol.Readable(qd.Perm) && protocol.Writeable(qd.Perm) && qd.ReadQueueNums > 0 && qd.WriteQueueNums > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/zonemq/zonemq/internal/addrsrv"
@@ -109,18 +110,10 @@ func runAddrsrv(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err // a usage error, or flag.ErrHelp after --help
 	}
-	logger, err := newLogger(stderr, level)
-	if err != nil {
-		return err
-	}
-	opts.Logger = logger
-	s, err := addrsrv.New(opts)
-	if err != nil {
-		if errors.Is(err, addrsrv.ErrInvalidOptions) {
-			return usagef("%v", err)
-		}
-		return err
-	}
-	printMetricsAddr(stdout, "addrsrv", s.MetricsAddr())
-	return s.Run(ctx)
+	return serveRole(ctx, stderr, level, addrsrv.ErrInvalidOptions,
+		func(logger *slog.Logger) (*addrsrv.Server, error) {
+			opts.Logger = logger
+			return addrsrv.New(opts)
+		},
+		func(s *addrsrv.Server) { printMetricsAddr(stdout, "addrsrv", s.MetricsAddr()) })
 }

@@ -152,6 +152,9 @@ func (s *adminSession) connect(ctx context.Context, args []string, check func() 
 	}
 	if err := a.Start(ctx); err != nil {
 		_ = a.Shutdown(context.Background())
+		if errors.Is(err, client.ErrUnknownIDC) {
+			return startError("the admin client", err)
+		}
 		return fmt.Errorf("cannot reach the cluster: %s", oneLine(err.Error()))
 	}
 	s.admin, s.cfg = a, cfg

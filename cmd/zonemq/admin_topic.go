@@ -226,9 +226,22 @@ func runAdminTopicList(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err != nil {
 		return fmt.Errorf("topic list: %s", oneLine(err.Error()))
 	}
+	// Every broker keeps a topic named after itself (and RocketMQ clusters
+	// one named after the cluster); they are the brokers', not an
+	// application's.
+	own := map[string]bool{}
+	if !*all {
+		brokers, err := s.admin.Cluster(ctx)
+		if err != nil {
+			return fmt.Errorf("topic list: %s", oneLine(err.Error()))
+		}
+		for _, b := range brokers {
+			own[b.Name], own[b.Cluster] = true, true
+		}
+	}
 	shown := []string{}
 	for _, t := range topics {
-		if *all || !internalTopic(t) {
+		if *all || !(internalTopic(t) || own[t]) {
 			shown = append(shown, t)
 		}
 	}

@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"strconv"
@@ -383,37 +383,16 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err // a usage error, or flag.ErrHelp after --help
 	}
-	logger, err := newLogger(stderr, ba.logLevel)
-	if err != nil {
-		return err
-	}
-	for _, w := range ba.warnings {
-		logger.Warn("config: " + w)
-	}
-	ba.opts.Logger = logger
-	s, err := broker.New(ba.opts)
-	if err != nil {
-		if errors.Is(err, broker.ErrInvalidOptions) {
-			return usagef("%v", err)
-		}
-		return err
-	}
-	fmt.Fprintf(stdout, "broker listening on %s idc=%s name=%s\n", s.Addr(), ba.opts.IDC, ba.opts.BrokerName)
-	printMetricsAddr(stdout, "broker", s.MetricsAddr())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	// Shutdown is bounded (about 2 s to unregister, 1 s to answer parked
-	// pulls, 3 s to drain requests); this guard keeps the promise of
-	// stopping within 10 s even if it is not.
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(10 * time.Second):
-		return errors.New("shutdown did not finish within 10s")
-	}
+	return serveRole(ctx, stderr, ba.logLevel, broker.ErrInvalidOptions,
+		func(logger *slog.Logger) (*broker.Server, error) {
+			for _, w := range ba.warnings {
+				logger.Warn("config: " + w)
+			}
+			ba.opts.Logger = logger
+			return broker.New(ba.opts)
+		},
+		func(s *broker.Server) {
+			fmt.Fprintf(stdout, "broker listening on %s idc=%s name=%s\n", s.Addr(), ba.opts.IDC, ba.opts.BrokerName)
+			printMetricsAddr(stdout, "broker", s.MetricsAddr())
+		})
 }

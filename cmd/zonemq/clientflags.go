@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -18,7 +19,7 @@ import (
 )
 
 // Environment variables that supply the defaults of the client flags, so a
-// shell can be pointed at one cluster once (ARCHITECTURE.md §6).
+// shell can be pointed at one cluster once (docs/architecture.md §6).
 const (
 	envAddrsrv = "ZONEMQ_ADDRSRV"
 	envNamesrv = "ZONEMQ_NAMESRV"
@@ -41,6 +42,8 @@ type clientFlags struct {
 
 	accessKey string
 	secretKey string
+	allowUnknownIDC bool
+	command         string // the subcommand, for log lines on a terminal
 
 	clientHeartbeat time.Duration
 	tls             *clientTLSFlags
@@ -49,7 +52,7 @@ type clientFlags struct {
 // addClientFlags registers the shared client flags on fs, their defaults
 // taken from the environment.
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
-	f := &clientFlags{}
+	f := &clientFlags{command: fs.Name()}
 	fs.StringVar(&f.addrsrv, "addrsrv", os.Getenv(envAddrsrv),
 		"address server base `URL`s, comma-separated, own IDC's first, e.g. http://127.0.1.1:18080\n"+
 			"(default $"+envAddrsrv+")")
@@ -58,6 +61,8 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 			"(default $"+envNamesrv+")")
 	fs.StringVar(&f.idc, "idc", os.Getenv(envIDC),
 		"the client's own IDC: its name servers and brokers are preferred (default $"+envIDC+")")
+	fs.BoolVar(&f.allowUnknownIDC, "allow-unknown-idc", false,
+		"accept an --idc the address servers do not list (a client-only IDC); without it such an --idc is refused")
 	fs.StringVar(&f.localIP, "local-ip", "",
 		"local `IP` to bind outgoing connections to (default: none, the system picks)")
 	fs.StringVar(&f.instance, "instance", "",
@@ -98,6 +103,7 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 		return cfg, usagef("--local-ip %q is not an IP address", f.localIP)
 	}
 	cfg.IDC = strings.TrimSpace(f.idc)
+	cfg.AllowUnknownIDC = f.allowUnknownIDC
 	cfg.LocalIP = f.localIP
 	cfg.InstanceName = f.instance
 	if f.clientHeartbeat <= 0 {
@@ -117,8 +123,25 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 	if err != nil {
 		return cfg, err
 	}
+	if isTerminal(stderr) {
+		// A person is reading: short lines (see cliHandler). Otherwise
+		// (a file, a pipe, the journal) the full records with times.
+		var level slog.Level
+		level.UnmarshalText([]byte(f.logLevel)) // newLogger checked it
+		logger = newCLILogger(stderr, "zonemq "+f.command, level)
+	}
 	cfg.Logger = logger
 	return cfg, nil
+}
+
+// startError words a client's failed Start: an unknown --idc is a usage
+// error (exit status 2) naming the flag; anything else is a runtime error.
+func startError(what string, err error) error {
+	if errors.Is(err, client.ErrUnknownIDC) {
+		msg := strings.TrimPrefix(oneLine(err.Error()), "zonemq client: ")
+		return usagef("--idc: %s", strings.ReplaceAll(msg, "AllowUnknownIDC", "--allow-unknown-idc"))
+	}
+	return fmt.Errorf("cannot start %s: %s", what, oneLine(err.Error()))
 }
 
 // clientError turns an SDK constructor's error into a usage error when it

@@ -9,6 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -232,6 +235,12 @@ func TestCLIBadFlags(t *testing.T) {
 		{[]string{"dev", "--idcs", "0"}, "--idcs"},
 		{[]string{"dev", "--base-port", "60000"}, "--base-port"},
 		{[]string{"dev-ctl", "explode"}, "usage"},
+		{[]string{"dev-ctl", "stop", "broker"}, "which IDC?"},
+		{append([]string{"send", "--topic", "bad topic!"}, ns...), "--topic"},
+		{append([]string{"consume", "--topic", "bad topic!", "--group", "G"}, ns...), "--topic"},
+		{append([]string{"send", "--topic", "T", "--size", "0"}, ns...), "--size must be at least 1"},
+		{append([]string{"send", "--topic", "T", "--interval", "500"}, ns...), "needs a unit"},
+		{append([]string{"send", "--topic", "T", "--body", "@no-such-file"}, ns...), "no-such-file"},
 	}
 	for _, tc := range cases {
 		r := cli(t, tc.args...)
@@ -246,9 +255,41 @@ func TestCLIBadFlags(t *testing.T) {
 
 func TestCLIHelp(t *testing.T) {
 	cliClearEnv(t)
-	for _, args := range [][]string{{"send", "--help"}, {"consume", "-h"}, {"admin", "help"}, {"admin", "topic", "create", "--help"}, {"dev", "--help"}} {
+	for _, args := range [][]string{{"help", "send"}, {"send", "--help"}, {"consume", "-h"}, {"admin", "help"}, {"admin", "topic", "create", "--help"}, {"dev", "--help"}} {
 		r := cli(t, args...)
 		testutil.Equal(t, r.code, 0, args)
 		testutil.True(t, strings.Contains(r.stderr, "Usage: zonemq"), args, r.stderr)
 	}
+}
+
+func TestCLIVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r := cli(t, args...)
+		testutil.Equal(t, r.code, 0, args)
+		testutil.True(t, strings.HasPrefix(r.stdout, "zonemq ") && strings.Contains(r.stdout, "go1."), args, r.stdout)
+	}
+}
+
+// TestCLISendBodyFromFile sends nothing (no cluster): it checks that --body
+// @FILE is read before the producer starts, so a file's bytes become the
+// body of every message.
+func TestCLISendBodyFromFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "body.txt")
+	testutil.NoError(t, os.WriteFile(path, []byte("from a file"), 0o644))
+	o, err := parseSendArgs([]string{"--namesrv", "127.0.1.1:9876", "--topic", "T", "--body", "@" + path}, io.Discard)
+	testutil.NoError(t, err)
+	testutil.Equal(t, string(o.messageBody("P-1")), "from a file", "body")
+	o.body = "-"
+	testutil.NoError(t, o.readBody(strings.NewReader("from stdin")))
+	testutil.Equal(t, string(o.messageBody("P-1")), "from stdin", "body")
+}
+
+// TestCLILogLineForTerminal: on a terminal an SDK log record is one short
+// line, without time and without the attributes every line repeats.
+func TestCLILogLineForTerminal(t *testing.T) {
+	var b bytes.Buffer
+	l := newCLILogger(&b, "zonemq send", slog.LevelWarn).With("role", "client", "kind", "producer", "idc", "idc1")
+	l.Info("not shown")
+	l.Warn("name server failed;\nmoving on", "namesrv", "127.0.1.1:9876", "err", errors.New("EOF"))
+	testutil.Equal(t, b.String(), "zonemq send: warn: name server failed; moving on (namesrv=127.0.1.1:9876, err=EOF)\n")
 }

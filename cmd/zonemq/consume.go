@@ -38,7 +38,7 @@ type consumeOptions struct {
 }
 
 // consumeLine is one message in --output json; the field order is
-// ARCHITECTURE.md §6's.
+// docs/architecture.md §6's.
 type consumeLine struct {
 	TS          int64  `json:"ts"`
 	Key         string `json:"key"`
@@ -140,11 +140,21 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}()
 	if err := c.Start(ctx); err != nil {
-		return fmt.Errorf("cannot start the consumer: %s", oneLine(err.Error()))
+		return startError("the consumer", err)
 	}
 	if consumeStartedHook != nil {
 		consumeStartedHook(c)
 	}
+	if o.output == "text" {
+		from := "last (new messages only)"
+		if o.consumer.ConsumeFromWhere == client.ConsumeFromFirstOffset {
+			from = "first (every stored message)"
+		}
+		fmt.Fprintf(stderr, "zonemq consume: consuming %s as group %s in IDC %s via name server %s; a new group starts from %s; Ctrl-C stops\n",
+			o.topic, o.consumer.Group, orDash(o.consumer.IDC), orDash(c.NameServer()), from)
+	}
+	stopWatch := watchRoute(ctx, c, o.topic, stderr)
+	defer stopWatch()
 	var timeout <-chan time.Time
 	if o.duration > 0 {
 		t := time.NewTimer(o.duration)
@@ -244,4 +254,40 @@ func shorten(b []byte, max int) string {
 		cut--
 	}
 	return string(b[:cut]) + "…"
+}
+
+// routeWait is how long a consumer may lack a route before the user is
+// told: a route normally arrives within one request.
+const routeWait = 2 * time.Second
+
+// watchRoute tells the user, on stderr, while topic has no route (it does
+// not exist yet), and once more when it appears, so `consume` of a
+// mistyped topic does not sit silent. The returned func stops it.
+func watchRoute(ctx context.Context, c *client.PushConsumer, topic string, stderr io.Writer) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		start, told := time.Now(), false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			switch routed := c.TopicRouted(topic); {
+			case routed && told:
+				fmt.Fprintf(stderr, "zonemq consume: topic %s exists now; consuming\n", topic)
+				return
+			case routed:
+				return
+			case !told && time.Since(start) >= routeWait:
+				fmt.Fprintf(stderr, "zonemq consume: topic %s has no route: it does not exist yet (a first send creates it, or 'zonemq admin topic create --topic %s'); waiting\n", topic, topic)
+				told = true
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

@@ -140,7 +140,11 @@ func TestCLIConsumeDurationAndSignal(t *testing.T) {
 	// --count not reached within --duration is an error.
 	r = cli(t, cliArgs(c, 1, []string{"consume"}, "--topic", "Quiet", "--group", "QG", "--duration", "300ms", "--count", "2", "--log-level", "error")...)
 	testutil.Equal(t, r.code, 1)
-	cliOneLine(t, r, "received 0 of 2 messages")
+	// In text mode a start line comes first, then the one-line reason.
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	testutil.Equal(t, len(lines), 2, r.stderr)
+	testutil.True(t, strings.HasPrefix(lines[0], "zonemq consume: consuming Quiet as group QG in IDC idc1"), r.stderr)
+	testutil.True(t, strings.Contains(lines[1], "received 0 of 2 messages"), r.stderr)
 	// A signal (ctx) is a normal stop.
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()

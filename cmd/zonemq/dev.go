@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,12 @@ var devReadyHook func(c *devcluster.Cluster, controlURL string)
 // devDefaultControlPort is the control endpoint's port offset from
 // --base-port (10000 + 8000 = 18000).
 const devDefaultControlPort = 8000
+
+// devCtlDefaultControl is the control endpoint dev-ctl talks to when not
+// told: the one of a dev cluster on the default base port (10000).
+func devCtlDefaultControl() string {
+	return "127.0.0.1:" + strconv.Itoa(10000+devDefaultControlPort)
+}
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dev", devSynopsis, stderr)
@@ -160,7 +167,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	printDevBanner(stdout, c, devBannerOptions{
 		elapsed: time.Since(start), dataDir: *dataDir, topic: *topic, controlURL: controlURL,
-		defaultControl: *basePort > 0 && *control == "127.0.0.1:"+strconv.Itoa(*basePort+devDefaultControlPort),
+		// dev-ctl finds only the default base port's endpoint by itself.
+		defaultControl: *control == devCtlDefaultControl(),
 	})
 	if consoleURL != "" {
 		fmt.Fprintf(stdout, "\nWeb console (IDCs, live traffic, failover timeline): %s\n", consoleURL)
@@ -234,6 +242,10 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 	if topic == "" {
 		topic = "Demo"
 	}
+	if underGoRun() {
+		fmt.Fprintf(w, "\nBuild the binary once for the commands below (go run would compile again for each and hide its exit status):\n\n")
+		fmt.Fprintf(w, "  go build -o zonemq ./cmd/zonemq\n")
+	}
 	fmt.Fprintf(w, "\nTry it, each command in its own terminal. A consumer in every IDC, one group:\n\n")
 	for n := 1; n <= c.IDCs(); n++ {
 		fmt.Fprintf(w, "  %s consume %s --topic %s --group DemoGroup\n", prog, devClientFlags(c, n), topic)
@@ -268,12 +280,19 @@ func devClientFlags(c *devcluster.Cluster, n int) string {
 	return "--addrsrv " + strings.Join(c.AddrsrvURLs(n), ",") + " --idc " + devcluster.IDCName(n)
 }
 
-// programName is how the printed commands start: "go run ./cmd/zonemq"
-// under go run (the binary sits in a go-build temp folder), else "zonemq".
-func programName() string {
+// underGoRun reports whether this process was started by `go run` (the
+// binary sits in a go-build temp folder).
+func underGoRun() bool {
 	exe, err := os.Executable()
-	if err == nil && strings.Contains(exe, "go-build") {
-		return "go run ./cmd/zonemq"
+	return err == nil && strings.Contains(exe, "go-build")
+}
+
+// programName is how the printed commands start: "./zonemq" under go run
+// (the banner then says how to build it: go run would compile again for
+// every command and hide exit statuses), else "zonemq".
+func programName() string {
+	if underGoRun() {
+		return "./zonemq"
 	}
 	return "zonemq"
 }
@@ -428,7 +447,7 @@ func runDevCtl(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlagSet("dev-ctl", devCtlSynopsis, stderr)
 	def := os.Getenv(envDevControl)
 	if def == "" {
-		def = "http://127.0.0.1:" + strconv.Itoa(10000+devDefaultControlPort)
+		def = "http://" + devCtlDefaultControl()
 	}
 	controlURL := fs.String("control", def, "the control endpoint `URL` 'zonemq dev' printed (the default comes from $"+envDevControl+" if set)")
 	err := quietly(fs, stderr, func() error {
@@ -448,6 +467,9 @@ func runDevCtl(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case len(rest) == 1 && rest[0] == "status":
 		method, path = http.MethodGet, "/status"
+	case len(rest) == 2 && (rest[0] == "stop" || rest[0] == "start") && slices.Contains(devRoles, rest[1]):
+		// `stop broker`: the role is there, the IDC is not.
+		return usagef("which IDC? zonemq dev-ctl %s %s idc1 (or idc2, …)", rest[0], rest[1])
 	case len(rest) == 2 && (rest[0] == "stop" || rest[0] == "start"):
 		method, path = http.MethodPost, "/idc/"+rest[1]+"/all/"+rest[0]
 	case len(rest) == 3 && (rest[0] == "stop" || rest[0] == "start"):

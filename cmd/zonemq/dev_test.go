@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -154,39 +152,4 @@ func TestCLIDevKeepsDataDir(t *testing.T) {
 	testutil.Equal(t, <-done, 0, errb.String())
 	_, err := os.Stat(dir + "/idc1/broker")
 	testutil.NoError(t, err, "data kept in --data")
-}
-
-// TestCLIDeploymentExamples parses the per-IDC example configs of
-// docs/operations.md with the real flag parsers, and checks that every
-// systemd unit starts a real subcommand with its config, so neither rots.
-func TestCLIDeploymentExamples(t *testing.T) {
-	for n := 1; n <= 2; n++ {
-		dir := fmt.Sprintf("../../contrib/idc%d.example/", n)
-		idcName := fmt.Sprintf("idc%d", n)
-
-		ns, _, err := parseNamesrvArgs([]string{"--config", dir + "namesrv.conf"}, io.Discard)
-		testutil.NoError(t, err, dir+"namesrv.conf")
-		testutil.Equal(t, ns.IDC, idcName)
-		testutil.Equal(t, ns.Listen, fmt.Sprintf("10.%d.0.11:9876", n))
-
-		as, _, err := parseAddrsrvArgs([]string{"--config", dir + "addrsrv.conf"}, io.Discard)
-		testutil.NoError(t, err, dir+"addrsrv.conf")
-		testutil.Equal(t, as.IDC, idcName)
-		testutil.Equal(t, len(as.Namesrvs), 4, "every IDC's name servers")
-
-		ba, err := parseBrokerArgs([]string{"--config", dir + "broker.conf"}, io.Discard)
-		testutil.NoError(t, err, dir+"broker.conf")
-		testutil.Equal(t, ba.opts.IDC, idcName)
-		testutil.Equal(t, ba.opts.BrokerName, "broker-"+idcName+"-a")
-		testutil.Equal(t, len(ba.opts.AddrsrvURLs), 4, "every IDC's address servers")
-		testutil.True(t, strings.HasPrefix(ba.opts.AddrsrvURLs[0], fmt.Sprintf("http://10.%d.0.", n)), "own IDC's address server first")
-	}
-	for _, role := range []string{"namesrv", "addrsrv", "broker"} {
-		unit, err := os.ReadFile("../../contrib/systemd/zonemq-" + role + ".service")
-		testutil.NoError(t, err)
-		want := "ExecStart=/usr/local/bin/zonemq " + role + " --config /etc/zonemq/" + role + ".conf"
-		testutil.True(t, strings.Contains(string(unit), "\n"+want+"\n"), role, "unit lacks", want)
-		_, ok := commands[role]
-		testutil.True(t, ok, "zonemq has a", role, "command")
-	}
 }

@@ -30,7 +30,8 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	workDir := fs.String("work-dir", "", "folder for the cluster's data and logs (default: a temporary folder, removed when the drill passes)")
 	portOffset := fs.Int("port-offset", 0, "added to every drill port (addrsrv 28080, namesrv 29876, broker 20911)")
 	binary := fs.String("binary", "", "zonemq binary to start the servers from (default: this executable)")
-	clientLog := fs.String("client-log", "", "write the drill's SDK clients' debug log to this file (default: discard)")
+	clientLog := fs.String("client-log", "", "write the drill's SDK producers' debug log to this file (default: discard;\n"+
+		"each IDC's consumer process logs to idcN-consumer.log in the work folder)")
 	only := fs.String("only", "", "play only these `scenarios`, comma-separated (S2, S3, S4, idc-lost), after S1")
 	replicas := fs.Int("replicas", 1, "`copies` of each IDC's broker group (master counted); 2 or more replicates every\n"+
 		"group synchronously into the next IDCs and adds the idc-lost scenario")

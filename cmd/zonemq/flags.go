@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 )
 
 // usageError is a bad command line; it exits with status 2.
@@ -48,7 +49,7 @@ func parseFlags(fs *flag.FlagSet, args []string, aliases map[string]string) erro
 			usage()
 			return err
 		}
-		return usagef("%v (%s --help lists the flags)", err, fs.Name())
+		return usagef("%v%s (%s --help lists the flags)", err, durationHint(fs, err), fs.Name())
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q (%s --help lists the flags)", fs.Arg(0), fs.Name())
@@ -114,4 +115,24 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 		return nil, usagef("--log-level: %v", err)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// durationHint explains a duration flag's parse error: `--interval 500`
+// lacks a unit, which the flag package only calls a "parse error".
+func durationHint(fs *flag.FlagSet, err error) string {
+	_, rest, ok := strings.Cut(err.Error(), " for flag -")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, ":")
+	f := fs.Lookup(strings.TrimPrefix(name, "-"))
+	if f == nil {
+		return ""
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		if _, isDuration := g.Get().(time.Duration); isDuration {
+			return " (a duration needs a unit, e.g. 500ms, 2s, 1m)"
+		}
+	}
+	return ""
 }

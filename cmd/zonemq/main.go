@@ -42,11 +42,20 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) == 2 && args[0] == "help" {
+			// `zonemq help send` is `zonemq send --help`.
+			if _, ok := commands[args[1]]; ok {
+				return run([]string{args[1], "--help"}, stdout, stderr)
+			}
+		}
 		usage(stderr)
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -75,7 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "zonemq: RocketMQ-compatible messaging that survives the loss of a whole IDC.")
-	fmt.Fprintln(w, "\nUsage: zonemq <command> [flags]   (zonemq <command> --help for its flags)")
+	fmt.Fprintln(w, "\nUsage: zonemq <command> [flags]   (zonemq help <command> for its flags)")
 	fmt.Fprintln(w, "\nCommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/protocol"
 )
 
 func init() {
@@ -29,6 +32,7 @@ type sendOptions struct {
 	topic       string
 	tag         string
 	body        string
+	bodyBytes   []byte // --body @file or -: read once at start
 	size        int
 	count       int
 	interval    time.Duration
@@ -38,7 +42,7 @@ type sendOptions struct {
 }
 
 // sendLine is one successful send in --output json; the field order is
-// ARCHITECTURE.md §6's.
+// docs/architecture.md §6's.
 type sendLine struct {
 	TS          int64  `json:"ts"`
 	Key         string `json:"key"`
@@ -64,8 +68,11 @@ func parseSendArgs(args []string, stderr io.Writer) (sendOptions, error) {
 	cf := addClientFlags(fs)
 	fs.StringVar(&o.topic, "topic", "", "topic to send to (required); created on first send unless the brokers forbid it")
 	fs.StringVar(&o.tag, "tag", "", "message tag consumers can filter on (default: none)")
-	fs.StringVar(&o.body, "body", "", "message body `text` (default: \"hello from zonemq <key>\")")
+	fs.StringVar(&o.body, "body", "", "message body `text`; @FILE sends the file's contents, - sends standard input\n"+
+		"(default: \"hello from zonemq <key>\")")
 	fs.IntVar(&o.size, "size", 0, "body of this many `bytes` (the key, padded), instead of --body")
+	fs.IntVar(&o.producer.MaxMessageSize, "max-message-size", protocol.DefaultMaxMessageSize,
+		"largest body in `bytes` the client sends; the brokers' --max-message-size must allow it too")
 	fs.IntVar(&o.count, "count", 1, "how many messages to send; 0 sends until stopped (Ctrl-C)")
 	fs.DurationVar(&o.interval, "interval", 0, "pause between two sends, e.g. 200ms (default: none)")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "P", "message keys are PREFIX-<seq>, seq counting from 1")
@@ -85,20 +92,66 @@ func parseSendArgs(args []string, stderr io.Writer) (sendOptions, error) {
 	switch {
 	case o.topic == "":
 		return o, usagef("--topic is required")
+	case protocol.ValidateTopic(o.topic) != nil:
+		// As consume and admin do: a bad name is a usage error (status 2).
+		return o, usagef("--topic: %v", protocol.ValidateTopic(o.topic))
 	case o.count < 0:
 		return o, usagef("--count must be 0 (until stopped) or more, got %d", o.count)
 	case o.interval < 0:
 		return o, usagef("--interval must not be negative")
-	case o.size < 0:
-		return o, usagef("--size must not be negative")
+	case o.size < 0 || (o.size == 0 && flagGiven(fs, "size")):
+		return o, usagef("--size must be at least 1 byte (brokers refuse an empty body), got %d", o.size)
 	case o.size > 0 && o.body != "":
 		return o, usagef("give --body or --size, not both")
+	case o.producer.MaxMessageSize < 1:
+		return o, usagef("--max-message-size must be at least 1 byte")
 	case o.keyPrefix == "" || strings.ContainsAny(o.keyPrefix, " \t\x01\x02"):
 		return o, usagef("--key-prefix must be non-empty and without spaces, got %q", o.keyPrefix)
 	case o.sendTimeout <= 0:
 		return o, usagef("--send-timeout must be positive")
 	}
-	return o, checkOutput(o.output)
+	if err := checkOutput(o.output); err != nil {
+		return o, err
+	}
+	if err := o.readBody(os.Stdin); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// readBody reads --body @FILE or --body - once, so every message of the
+// run carries the same bytes.
+func (o *sendOptions) readBody(stdin io.Reader) error {
+	var b []byte
+	var err error
+	switch {
+	case o.body == "-":
+		b, err = io.ReadAll(io.LimitReader(stdin, int64(o.producer.MaxMessageSize)+1))
+	case strings.HasPrefix(o.body, "@"):
+		b, err = os.ReadFile(o.body[1:])
+	default:
+		return nil
+	}
+	if err != nil {
+		return usagef("--body %s: %s", o.body, oneLine(err.Error()))
+	}
+	if len(b) == 0 {
+		return usagef("--body %s is empty (brokers refuse an empty body)", o.body)
+	}
+	o.bodyBytes = b
+	return nil
+}
+
+// flagGiven reports whether the flag name was set on the command line (or
+// from a config file).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			given = true
+		}
+	})
+	return given
 }
 
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -116,7 +169,11 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		_ = p.Shutdown(sctx)
 	}()
 	if err := p.Start(ctx); err != nil {
-		return fmt.Errorf("cannot start the producer: %s", oneLine(err.Error()))
+		return startError("the producer", err)
+	}
+	if o.output == "text" {
+		fmt.Fprintf(stderr, "zonemq send: sending to %s from IDC %s via name server %s\n",
+			o.topic, orDash(o.producer.IDC), orDash(p.NameServer()))
 	}
 	out := &lineWriter{w: stdout}
 	sent, failed := 0, 0
@@ -143,6 +200,9 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	switch {
+	case failed > 0 && errors.Is(lastErr, client.ErrInvalidMessage) && len(o.messageBody(o.keyPrefix)) > o.producer.MaxMessageSize:
+		return fmt.Errorf("%s; the limit is --max-message-size (default %d bytes = 4 MiB), on the brokers and on send alike",
+			oneLine(lastErr.Error()), protocol.DefaultMaxMessageSize)
 	case failed > 0:
 		return fmt.Errorf("%d of %d sends failed; last error: %s", failed, sent, oneLine(lastErr.Error()))
 	case o.count > 0 && sent < o.count:
@@ -155,6 +215,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // starting with the key, or a greeting naming the key.
 func (o sendOptions) messageBody(key string) []byte {
 	switch {
+	case o.bodyBytes != nil:
+		return o.bodyBytes
 	case o.body != "":
 		return []byte(o.body)
 	case o.size > 0:

@@ -10,7 +10,7 @@ import (
 // once a second in tests and drills.
 const lastProbeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// routes is the HTTP API of ARCHITECTURE.md §6. The method in each pattern
+// routes is the HTTP API of docs/architecture.md §6. The method in each pattern
 // makes ServeMux answer other methods with 405 (GET patterns also take HEAD);
 // paths with no pattern get 404.
 func (s *Server) routes() http.Handler {

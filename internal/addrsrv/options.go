@@ -60,7 +60,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Defaults (ARCHITECTURE.md §4: probe every 1 s, down after 2 misses).
+// Defaults (docs/architecture.md §4: probe every 1 s, down after 2 misses).
 const (
 	DefaultListen        = "0.0.0.0:8080"
 	DefaultProbeInterval = time.Second

@@ -20,7 +20,7 @@ import (
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
-// Probe timings for tests: ARCHITECTURE.md §4's 1 s interval scaled down
+// Probe timings for tests: docs/architecture.md §4's 1 s interval scaled down
 // tenfold. The timeout is longer than the interval would give by default
 // (100 ms): on a loaded 2-core machine under -race a healthy loopback name
 // server can take that long to answer, and a false "down" would make the

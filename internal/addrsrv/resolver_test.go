@@ -1,12 +1,7 @@
 package addrsrv_test
 
 import (
-	"crypto/md5"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"os/user"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -17,25 +12,6 @@ import (
 	"github.com/zonemq/zonemq/internal/addrsrv"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
-
-// removeResolverSnapshot deletes the snapshot file rocketmq-client-go's
-// HttpResolver writes for url. It finds the home directory through
-// os/user (the passwd entry), not $HOME, so setting HOME alone does not keep
-// the file out of the real home directory.
-func removeResolverSnapshot(t *testing.T, url string) {
-	t.Helper()
-	u, err := user.Current()
-	if err != nil || u.HomeDir == "" {
-		return
-	}
-	sum := md5.Sum([]byte(url))
-	dir := filepath.Join(u.HomeDir, "logs", "rocketmq-go", "snapshot")
-	os.Remove(filepath.Join(dir, "nameserver_addr-"+hex.EncodeToString(sum[:])))
-	// Remove the directories too if the test left them empty.
-	os.Remove(dir)
-	os.Remove(filepath.Dir(dir))
-	os.Remove(filepath.Dir(filepath.Dir(dir)))
-}
 
 // TestAddrsrvGoClientResolver: the stock Go client's HTTP name-server
 // resolver reads our list as it is.
@@ -52,10 +28,8 @@ func TestAddrsrvGoClientResolver(t *testing.T) {
 
 	url := base + "/rocketmq/nsaddr"
 	unitURL := url + "-unitA?nofix=1"
-	t.Cleanup(func() {
-		removeResolverSnapshot(t, url)
-		removeResolverSnapshot(t, unitURL)
-	})
+	testutil.RemoveResolverSnapshot(t, url)
+	testutil.RemoveResolverSnapshot(t, unitURL)
 	resolve := func(unit string) []string {
 		r := primitive.NewHttpResolver("DEFAULT", url)
 		r.DomainWithUnit(unit)

@@ -40,7 +40,10 @@ func analyze(sends []sendRecord, recvs map[string][]recvRecord, s1Start, s1End t
 
 func within(t, from, to time.Time) bool { return !t.Before(from) && t.Before(to) }
 
-// countWindow fills the counters every scenario shares for acks in [from, to).
+// countWindow fills the counters every scenario shares: sends, acks and
+// losses by the time a send ended in [from, to), and duplicates by the time
+// the repeated delivery happened in [from, to), so a message stored while
+// healthy and delivered again after a later crash counts for the crash.
 func countWindow(r *ScenarioResult, sends []sendRecord, recvs map[string][]recvRecord, from, to time.Time) {
 	for _, s := range sends {
 		if !within(s.end, from, to) {
@@ -51,11 +54,29 @@ func countWindow(r *ScenarioResult, sends []sendRecord, recvs map[string][]recvR
 			continue
 		}
 		r.Acked++
-		switch n := len(recvs[s.key]); {
-		case n == 0:
+		if len(recvs[s.key]) == 0 {
 			r.Lost++
-		case n > 1:
-			r.Duplicates += n - 1
+		}
+	}
+	for _, rs := range recvs {
+		if len(rs) < 2 {
+			continue
+		}
+		first := rs[0].at
+		for _, rc := range rs[1:] {
+			if rc.at.Before(first) {
+				first = rc.at
+			}
+		}
+		skipped := false // the first delivery is not a duplicate
+		for _, rc := range rs {
+			if !skipped && rc.at.Equal(first) {
+				skipped = true
+				continue
+			}
+			if within(rc.at, from, to) {
+				r.Duplicates++
+			}
 		}
 	}
 }

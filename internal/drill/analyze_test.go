@@ -135,3 +135,21 @@ func TestDrillReportText(t *testing.T) {
 	testutil.NoError(t, r.WriteText(&sb))
 	testutil.True(t, strings.Contains(sb.String(), "FAILED: 1 acknowledged messages lost"), sb.String())
 }
+
+// A message acknowledged while healthy and delivered again after a later
+// failure is a duplicate of that failure, not of the healthy window.
+func TestDrillAnalyzeDuplicatesCountWhereTheyHappen(t *testing.T) {
+	b := newLedgerBuilder()
+	p := &phase{name: "S2", failure: "kill", failedIDC: "idc1",
+		failAt: b.at(10), restoreAt: b.at(20), endAt: b.at(30)}
+	b.ack("early", "idc1", "idc1", 4)
+	b.recv("early", "idc1", "idc1", 4.1)
+	b.recv("early", "idc1", "idc1", 21) // replayed after the broker's restart
+	b.ack("twice-in-s1", "idc2", "idc2", 2)
+	b.recv("twice-in-s1", "idc2", "idc2", 2.1)
+	b.recv("twice-in-s1", "idc2", "idc2", 3)
+	res, totals := analyze(b.sends, b.recvs, b.at(0), b.at(5), []*phase{p})
+	testutil.Equal(t, res[0].Duplicates, 1, "S1 duplicates: only the one delivered again in S1")
+	testutil.Equal(t, res[1].Duplicates, 1, "S2 duplicates: the replay after the restart")
+	testutil.Equal(t, totals.Duplicates, 2, "total duplicates")
+}

@@ -1,7 +1,7 @@
 // Package drill is zonemq's disaster drill: it starts a real multi-IDC
 // cluster as separate processes of the zonemq binary, runs producers and
 // consumers in every IDC through the SDK, plays the failure scenarios of
-// ARCHITECTURE.md §3 one after another (as crashes and as hangs), and
+// docs/architecture.md §3 one after another (as crashes and as hangs), and
 // measures what each cost: recovery times, send errors, lost, stranded and
 // duplicated messages, and traffic that crossed IDCs while all were healthy.
 package drill
@@ -141,7 +141,7 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	if err := d.cluster.start(ctx); err != nil {
 		return nil, err
 	}
-	d.work = newWorkload(d.cluster.idcs, d.opts.SendInterval, d.opts.Logger)
+	d.work = newWorkload(d.cluster, d.opts.SendInterval, d.opts.Logger)
 	d.progress.ledger = d.work.ledger
 	closeCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -104,6 +104,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			s.SendErrors, s.Acked, s.Lost, s.Stranded, s.Duplicates, s.CrossIDC, s.Recovered)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "\ntimes from the failure (fail-back: from the repair); acked/lost by the time a send ended, dup by the time")
+	fmt.Fprintln(w, "the repeated delivery happened; docs/disaster-recovery.md explains every column")
 	t := r.Totals
 	fmt.Fprintf(w, "\ntotals: %d sent, %d acknowledged, %d send errors, %d consumed, %d lost, %d duplicates\n",
 		t.Sent, t.Acked, t.SendErrors, t.Consumed, t.Lost, t.Duplicates)

@@ -32,11 +32,12 @@ type step struct {
 	watchNamesrv               bool
 }
 
-// steps returns the scenarios of ARCHITECTURE.md §3, each failure of idc1
-// followed by its repair (S5).
+// steps returns the scenarios of docs/architecture.md §3, each failure of
+// idc1 followed by its repair (S5). A scenario is one row here: its failure
+// and its repair; play and analyze need nothing else.
 func (d *drill) steps() []step {
 	i := d.cluster.idcs[0]
-	w := d.work
+	consumer := d.work.consumer(i.name)
 	kill := func(ps ...*proc) func(context.Context) error {
 		return func(context.Context) error {
 			for _, p := range ps {
@@ -76,9 +77,14 @@ func (d *drill) steps() []step {
 			fail: kill(i.broker, i.namesrv), restore: restart(i.namesrv, i.broker), watchNamesrv: true},
 		{name: "S3", failure: "hang", description: "SIGSTOP every broker and name server of " + i.name,
 			fail: sig(syscall.SIGSTOP, i.broker, i.namesrv), restore: sig(syscall.SIGCONT, i.namesrv, i.broker), watchNamesrv: true},
-		{name: "S4", failure: "stop", description: "stop every consumer of " + i.name, consumers: true,
-			fail:    func(ctx context.Context) error { return w.stopConsumer(ctx, i.name) },
-			restore: func(ctx context.Context) error { return w.startConsumer(ctx, i) }},
+		{name: "S4", failure: "stop", description: "SIGTERM every consumer of " + i.name + " (clean shutdown)", consumers: true,
+			fail:    func(ctx context.Context) error { return d.work.stopConsumer(ctx, i.name) },
+			restore: func(ctx context.Context) error { return d.work.startConsumer(ctx, i) }},
+		{name: "S4", failure: "kill", description: "SIGKILL every consumer of " + i.name, consumers: true,
+			fail: func(context.Context) error { return consumer.kill() }, restore: consumer.start},
+		{name: "S4", failure: "hang", description: "SIGSTOP every consumer of " + i.name, consumers: true,
+			fail:    func(context.Context) error { return consumer.signal(syscall.SIGSTOP) },
+			restore: func(context.Context) error { return consumer.signal(syscall.SIGCONT) }},
 	}
 	if d.opts.Replicas > 1 {
 		steps = append(steps, d.idcLostStep())

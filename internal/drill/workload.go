@@ -91,7 +91,9 @@ const (
 )
 
 // workload is the drill's producers and consumers, one of each per IDC,
-// talking to their own IDC's address server through the SDK.
+// talking to their own IDC's address server. Producers run in the drill
+// through the SDK; each consumer is a `zonemq consume` process (see
+// consumerProc), so it can be killed and hung.
 type workload struct {
 	ledger   *ledger
 	interval time.Duration
@@ -99,7 +101,7 @@ type workload struct {
 	idcs     []*idcProcs
 
 	producers []*client.Producer
-	consumers map[string]*client.PushConsumer // by IDC
+	consumers map[string]*consumerProc // by IDC
 	cmu       sync.Mutex
 
 	stopSend context.CancelFunc
@@ -116,59 +118,38 @@ func clientConfig(i *idcProcs, logger *slog.Logger) client.ClientConfig {
 	}
 }
 
-func newWorkload(idcs []*idcProcs, interval time.Duration, logger *slog.Logger) *workload {
-	return &workload{ledger: newLedger(), interval: interval, logger: logger, idcs: idcs, consumers: map[string]*client.PushConsumer{}}
+func newWorkload(c *cluster, interval time.Duration, logger *slog.Logger) *workload {
+	w := &workload{ledger: newLedger(), interval: interval, logger: logger, idcs: c.idcs,
+		consumers: map[string]*consumerProc{}}
+	for _, i := range c.idcs {
+		w.consumers[i.name] = newConsumerProc(c.binary, c.workDir, i, w.ledger)
+	}
+	return w
 }
 
-// startConsumer starts the push consumer of IDC i.
+// stopConsumer stops IDC name's consumer cleanly (SIGTERM: it commits its
+// offsets and leaves the group).
+func (w *workload) stopConsumer(_ context.Context, name string) error {
+	return w.consumer(name).terminate(10 * time.Second)
+}
+
+// startConsumer starts IDC i's consumer again.
 func (w *workload) startConsumer(ctx context.Context, i *idcProcs) error {
-	c, err := client.NewPushConsumer(client.ConsumerConfig{
-		ClientConfig:     clientConfig(i, w.logger),
-		Group:            drillGroup,
-		ConsumeFromWhere: client.ConsumeFromFirstOffset,
-	})
-	if err != nil {
-		return err
-	}
-	idcName := i.name
-	err = c.Subscribe(drillTopic, "*", func(_ context.Context, msgs []*client.MessageExt) client.ConsumeResult {
-		now := time.Now()
-		for _, m := range msgs {
-			for _, k := range m.Keys {
-				w.ledger.addRecv(k, recvRecord{consumerIDC: idcName, brokerIDC: m.IDC, broker: m.BrokerName, at: now})
-			}
-		}
-		return client.ConsumeSuccess
-	})
-	if err != nil {
-		return err
-	}
-	if err := c.Start(ctx); err != nil {
-		return fmt.Errorf("start %s consumer: %w", i.name, err)
-	}
-	w.cmu.Lock()
-	w.consumers[i.name] = c
-	w.cmu.Unlock()
-	return nil
+	return w.consumer(i.name).start(ctx)
 }
 
-// stopConsumer shuts down the consumer of IDC name (committing offsets).
-func (w *workload) stopConsumer(ctx context.Context, name string) error {
+// consumer is IDC name's consumer process (running or not).
+func (w *workload) consumer(name string) *consumerProc {
 	w.cmu.Lock()
-	c := w.consumers[name]
-	delete(w.consumers, name)
-	w.cmu.Unlock()
-	if c == nil {
-		return nil
-	}
-	return c.Shutdown(ctx)
+	defer w.cmu.Unlock()
+	return w.consumers[name]
 }
 
 // start starts every IDC's consumer and producer; producers send one
 // message each interval until stop.
 func (w *workload) start(ctx context.Context) error {
 	for _, i := range w.idcs {
-		if err := w.startConsumer(ctx, i); err != nil {
+		if err := w.consumer(i.name).start(ctx); err != nil {
 			return err
 		}
 	}
@@ -231,9 +212,8 @@ func (w *workload) close(ctx context.Context) {
 	}
 	w.cmu.Lock()
 	cs := w.consumers
-	w.consumers = map[string]*client.PushConsumer{}
 	w.cmu.Unlock()
 	for _, c := range cs {
-		c.Shutdown(ctx)
+		c.terminate(10 * time.Second)
 	}
 }

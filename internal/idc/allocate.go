@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// EligibleConsumers implements ARCHITECTURE.md §2 flow 5 for one broker: given the broker's IDC, the group's consumer ids
+// EligibleConsumers implements docs/architecture.md §2 flow 5 for one broker: given the broker's IDC, the group's consumer ids
 // as that broker reports them, and whether an IDC has a live broker for the topic, it returns (sorted) the consumers of
 // the broker's IDC plus those whose own IDC has no live broker for the topic; if that is empty, all consumers (sorted).
 // Consumers with no IDC ("" from IDCOfClientID) count as eligible only in the all-consumers fallback.

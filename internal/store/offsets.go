@@ -150,8 +150,8 @@ func (t *offsetTable) persist(force bool) error {
 }
 
 // CommitOffset records group's consumer offset for topic/queueID. It is kept
-// in memory and written to Dir/config/consumerOffset.json every 5 s and at
-// Close.
+// in memory and written to Dir/config/consumerOffset.json every 200 ms
+// when it changed, and at Close.
 func (s *Store) CommitOffset(group, topic string, queueID int32, offset int64) {
 	s.offsets.commit(group, topic, queueID, offset)
 }

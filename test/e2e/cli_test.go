@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The command-line contract of ARCHITECTURE.md §6, checked on the real
+// The command-line contract of docs/architecture.md §6, checked on the real
 // binary: the JSON lines of send and consume, exit statuses, and servers
 // stopping on SIGTERM.
 

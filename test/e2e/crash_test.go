@@ -57,7 +57,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 // TestE2EBrokerCrashNoAckLoss SIGKILLs a broker with synchronous flush
 // while `zonemq send` keeps sending, restarts it on the same data, and
 // reads everything back: every key the sender saw acknowledged must be
-// there (ARCHITECTURE.md §3: no acknowledged message is lost).
+// there (docs/architecture.md §3: no acknowledged message is lost).
 func TestE2EBrokerCrashNoAckLoss(t *testing.T) {
 	ns := startNamesrv(t, 1)
 	br := startBroker(t, 1, "broker-crash", t.TempDir(), []string{"--namesrv", ns.addr}, "--flush", "sync")

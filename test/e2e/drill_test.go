@@ -31,13 +31,14 @@ type drillReport struct {
 	} `json:"totals"`
 }
 
-// TestE2EDrillShort plays every scenario (S1, S2 and S3 as crash and as
-// hang, S4, with S5 after each) on real processes, in a short mode, and
+// TestE2EDrillShort plays every scenario (S1; S2 and S3 as crash and as
+// hang; S4 as clean stop, crash and hang of idc1's consumer processes; S5
+// after each) on real processes, in a short mode, and
 // checks that no acknowledged message was lost, every scenario recovered and
 // S1 stayed inside its IDC.
 func TestE2EDrillShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the drill takes about two minutes")
+		t.Skip("the drill takes about three minutes")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -62,13 +63,12 @@ func TestE2EDrillShort(t *testing.T) {
 	if r.Totals.Lost != 0 {
 		t.Errorf("%d acknowledged messages lost", r.Totals.Lost)
 	}
-	want := map[string]bool{"S1/none": false, "S2/kill": false, "S2/hang": false, "S3/kill": false, "S3/hang": false, "S4/stop": false}
+	// Every scenario in the report must pass; these must be there. Scenarios
+	// added later are checked by the same loop without being listed here.
+	want := map[string]bool{"S1/none": false, "S2/kill": false, "S2/hang": false, "S3/kill": false, "S3/hang": false,
+		"S4/stop": false, "S4/kill": false, "S4/hang": false}
 	for _, s := range r.Scenarios {
 		key := s.Name + "/" + s.Failure
-		if _, ok := want[key]; !ok {
-			t.Errorf("unexpected scenario %s", key)
-			continue
-		}
 		want[key] = true
 		if s.Lost != 0 {
 			t.Errorf("%s: %d acknowledged messages lost", key, s.Lost)

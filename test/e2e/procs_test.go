@@ -27,7 +27,7 @@ const (
 	// readyTimeout bounds the wait for a started server to serve.
 	readyTimeout = 20 * time.Second
 	// stopTimeout is how long a server may take to stop on SIGINT/SIGTERM
-	// (ARCHITECTURE.md §6).
+	// (docs/architecture.md §6).
 	stopTimeout = 10 * time.Second
 )
 

@@ -2,12 +2,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"os/user"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -17,6 +12,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+
+	"github.com/zonemq/zonemq/internal/testutil"
 )
 
 // The official rocketmq-client-go, in this test process, against zonemq
@@ -167,19 +164,6 @@ func TestE2ERocketMQClientProduceConsume(t *testing.T) {
 	waitAllReceived(t, got, keys, 60*time.Second)
 }
 
-// rmqSnapshotPath is the file rocketmq-client-go's HTTP name-server
-// resolver writes the last answer of domain to: under the home directory of
-// the user database (not $HOME).
-func rmqSnapshotPath(t *testing.T, domain string) string {
-	t.Helper()
-	u, err := user.Current()
-	if err != nil {
-		t.Fatalf("current user: %v", err)
-	}
-	sum := md5.Sum([]byte(domain))
-	return filepath.Join(u.HomeDir, "logs", "rocketmq-go", "snapshot", "nameserver_addr-"+hex.EncodeToString(sum[:]))
-}
-
 func TestE2ERocketMQClientViaAddrsrv(t *testing.T) {
 	testHome(t)
 	ns := map[int]string{}
@@ -197,12 +181,7 @@ func TestE2ERocketMQClientViaAddrsrv(t *testing.T) {
 	createTopic(t, topic, 2, "--addrsrv", addrsrvs[1].url(), "--idc", "idc1")
 
 	domain := addrsrvs[1].url() + "/rocketmq/nsaddr"
-	snapshot := rmqSnapshotPath(t, domain)
-	t.Cleanup(func() {
-		if err := os.Remove(snapshot); err != nil && !os.IsNotExist(err) {
-			t.Errorf("removing the client's name-server snapshot: %v", err)
-		}
-	})
+	testutil.RemoveResolverSnapshot(t, domain)
 
 	p, err := producer.NewDefaultProducer(
 		producer.WithGroupName("e2e_pg_addrsrv_"+runToken),
@@ -218,7 +197,7 @@ func TestE2ERocketMQClientViaAddrsrv(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Shutdown() })
 	keys, brokers := rmqSendAll(t, p, topic, "via", 200)
-	// A stock client sees every IDC's brokers (ARCHITECTURE.md §2,
+	// A stock client sees every IDC's brokers (docs/architecture.md §2,
 	// compatibility) and spreads its sends over their queues.
 	for n := 1; n <= 2; n++ {
 		if brokers["broker-"+idcName(n)] == 0 {

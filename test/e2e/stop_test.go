@@ -8,7 +8,7 @@ import (
 )
 
 // TestE2EServersStopCleanly stops every server role with SIGINT and with
-// SIGTERM: each must exit 0 within 10 s (ARCHITECTURE.md §6). A broker is
+// SIGTERM: each must exit 0 within 10 s (docs/architecture.md §6). A broker is
 // stopped while registered with a live name server, so its unregistering
 // is part of the stop, and the name server while connections are open.
 // A second broker on a running broker's data directory must refuse to
