@@ -40,8 +40,8 @@ type clientFlags struct {
 	instance string
 	logLevel string
 
-	accessKey string
-	secretKey string
+	accessKey       string
+	secretKey       string
 	allowUnknownIDC bool
 	command         string // the subcommand, for log lines on a terminal
 
