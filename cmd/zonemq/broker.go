@@ -213,6 +213,7 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	namesrvTLS := addClientTLSFlags(fs, "namesrv-tls", "the name servers")
 	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
 		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")
+	addHardeningFlags(fs, &opts.Hardening)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+

@@ -38,6 +38,7 @@ func (s *Server) handleGetBrokerRuntimeInfo(ctx context.Context, c *remoting.Con
 		"consumerGroupCount":    strconv.Itoa(consumerGroups),
 		"clientConnectionCount": strconv.Itoa(clients),
 		"namesrvRegistered":     s.namesrvs.describe(),
+		"corruptRecordReads":    i(s.store.CorruptRecords()),
 	}
 	s.repl.describe(table)
 	s.metrics.runtimeInfo(table)

@@ -199,6 +199,7 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	sopts.ObservePut, sopts.ObserveFlush = s.metrics.storeObservers()
+	sopts.RecoverDropCorrupt = opts.Hardening.RecoverDropCorrupt
 	st, err := store.Open(sopts)
 	if err != nil {
 		cancel()
@@ -221,6 +222,9 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	if s.topics, err = loadTopicTable(st, s.logger, opts); err != nil {
+		return fail(err)
+	}
+	if err := s.checkStoredTopics(); err != nil {
 		return fail(err)
 	}
 	if s.groups, err = loadSubscriptionGroupTable(st, s.logger); err != nil {

@@ -178,6 +178,10 @@ type Options struct {
 	// at /metrics (--metrics-listen; port 0 picks one, MetricsAddr reports
 	// it). docs/metrics.md lists the metrics.
 	MetricsListen string
+
+	// Hardening holds resource limits and data-check switches.
+	Hardening HardeningOptions
+
 	// Logger receives the broker's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -216,6 +220,8 @@ func NewOptions() Options {
 		TraceTopicEnable:     true,
 
 		ControllerHeartbeatInterval: 500 * time.Millisecond,
+
+		Hardening: NewHardeningOptions(),
 	}
 }
 
@@ -319,6 +325,7 @@ func (o *Options) validate() error {
 	if o.DiskMaxUsedRatio == 0 {
 		o.DiskMaxUsedRatio = def.DiskMaxUsedRatio
 	}
+	errs = append(errs, o.Hardening.validate())
 	return errors.Join(errs...)
 }
 

@@ -90,6 +90,9 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 		maxBytes = min(maxBytes, int(h.MaxMsgBytes))
 	}
 	res := filterBySQL(s.store.GetMessages(h.Topic, h.QueueID, h.QueueOffset, n, maxBytes, tags), sql)
+	if res.Status == store.MessageCorrupt {
+		return corruptPullResponse(req, h, res)
+	}
 	code := pullCode(res.Status, h.QueueOffset)
 	if code == protocol.PullNotFound && mayPark && h.SysFlag&protocol.PullFlagSuspend != 0 && h.SuspendTimeoutMillis > 0 {
 		if p.deadline.IsZero() {

@@ -2,9 +2,11 @@ package broker
 
 import (
 	"context"
+	"errors"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
 )
 
 // maxQueryMessages caps one QUERY_MESSAGE answer (RocketMQ's
@@ -26,6 +28,10 @@ func (s *Server) handleQueryMessage(ctx context.Context, c *remoting.Conn, req *
 		n = maxQueryMessages
 	}
 	ms, err := s.store.QueryByKey(h.Topic, h.Key, n, h.BeginTimestamp, h.EndTimestamp)
+	if errors.Is(err, store.ErrCorruptRecord) {
+		return errorf(req, protocol.SystemError, "the message of topic %s with key %s is stored on broker %s but its bytes on disk are damaged "+
+			"(body CRC check failed); it is not served", h.Topic, h.Key, s.opts.BrokerName)
+	}
 	if err != nil {
 		s.logger.Warn("querying messages by key", "topic", h.Topic, "key", h.Key, "err", err)
 		return errorf(req, protocol.SystemError, "querying topic %s by key failed", h.Topic)
@@ -52,6 +58,10 @@ func (s *Server) handleViewMessageByID(ctx context.Context, c *remoting.Conn, re
 		return errorf(req, protocol.InvalidParameter, "VIEW_MESSAGE_BY_ID: offset %d is negative", h.Offset)
 	}
 	m, err := s.store.MessageAt(h.Offset)
+	if errors.Is(err, store.ErrCorruptRecord) {
+		return errorf(req, protocol.SystemError, "the message at commit-log offset %d on broker %s is damaged on disk "+
+			"(body CRC check failed); it is not served", h.Offset, s.opts.BrokerName)
+	}
 	if err != nil {
 		return errorf(req, protocol.SystemError, "no message at commit-log offset %d on broker %s", h.Offset, s.opts.BrokerName)
 	}

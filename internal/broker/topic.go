@@ -74,14 +74,17 @@ func (s *Server) handleDeleteTopicInBroker(ctx context.Context, c *remoting.Conn
 	if protocol.IsSystemTopic(h.Topic) || h.Topic == s.opts.BrokerName {
 		return errorf(req, protocol.InvalidParameter, "DELETE_TOPIC_IN_BROKER: %s is a system topic of broker %s", h.Topic, s.opts.BrokerName)
 	}
+	// Queues first: a crash between the two steps then leaves a config
+	// without queues (harmless) rather than queues without a config, which
+	// the start-up check reads as a damaged topics.json.
+	if err := s.store.DeleteTopic(h.Topic); err != nil {
+		s.logger.Error("deleting a topic's queues", "topic", h.Topic, "err", err)
+		return errorf(req, protocol.SystemError, "deleting the queues of topic %s failed", h.Topic)
+	}
 	existed, err := s.topics.remove(h.Topic)
 	if err != nil {
 		s.logger.Error("deleting a topic", "topic", h.Topic, "err", err)
 		return errorf(req, protocol.SystemError, "deleting topic %s failed", h.Topic)
-	}
-	if err := s.store.DeleteTopic(h.Topic); err != nil {
-		s.logger.Error("deleting a topic's queues", "topic", h.Topic, "err", err)
-		return errorf(req, protocol.SystemError, "deleting the queues of topic %s failed", h.Topic)
 	}
 	if existed {
 		s.logger.Info("topic deleted", "topic", h.Topic, "peer", c.RemoteAddr())

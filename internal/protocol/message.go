@@ -193,7 +193,7 @@ func DecodeStoredMessage(b []byte, copyBody, verifyCRC bool) (*MessageExt, int, 
 		return nil, 0, fmt.Errorf("protocol: stored message declares %d bytes but its fields take %d", size, r.off)
 	}
 	if verifyCRC && crc32.ChecksumIEEE(body)&0x7FFFFFFF != m.BodyCRC {
-		return nil, 0, fmt.Errorf("protocol: stored message body CRC mismatch at commit-log offset %d", m.CommitLogOffset)
+		return nil, 0, fmt.Errorf("%w at commit-log offset %d", ErrBodyCRC, m.CommitLogOffset)
 	}
 	if copyBody {
 		m.Body = append([]byte(nil), body...)

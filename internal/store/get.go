@@ -67,6 +67,7 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxNums, 
 	res.Status = NoMatchedMessage
 	clMin := s.cl.minOffset()
 	var picked []cqEntry
+	var pickedAt []int64 // queue offset of each picked entry
 	limit := int64(max(maxScanEntries, maxNums))
 	chunk := make([]byte, scanChunkEntries*cqEntrySize)
 	pos, total := offset, 0
@@ -101,18 +102,39 @@ scan:
 				continue
 			}
 			picked = append(picked, e)
+			pickedAt = append(pickedAt, pos-1)
 			total += int(e.size)
 			res.Status = Found
 		}
 	}
 	res.NextBeginOffset = pos
 	if len(picked) > 0 {
-		res.Messages = s.readRecords(picked)
-		if len(res.Messages) == 0 {
-			res.Status = MessageWasRemoving // deleted while we scanned
-		}
+		s.takeVerified(&res, topic, queueID, picked, pickedAt)
 	}
 	return res
+}
+
+// takeVerified reads the picked records into res.Messages, verifying each.
+// A corrupt record ends the batch before it, so the consumer's next pull
+// starts at it again; when it is the first, res says MessageCorrupt.
+func (s *Store) takeVerified(res *GetResult, topic string, queueID int32, picked []cqEntry, pickedAt []int64) {
+	for i, rec := range s.readRecords(picked) {
+		if rec == nil {
+			continue // deleted under us
+		}
+		if err := verifyRecord(rec, picked[i].phys); err != nil {
+			s.reportCorrupt("pull", topic, queueID, pickedAt[i], picked[i].phys, err)
+			res.NextBeginOffset = pickedAt[i]
+			if len(res.Messages) == 0 {
+				res.Status, res.CorruptOffset = MessageCorrupt, picked[i].phys
+			}
+			return
+		}
+		res.Messages = append(res.Messages, rec)
+	}
+	if len(res.Messages) == 0 {
+		res.Status = MessageWasRemoving // deleted while we scanned
+	}
 }
 
 // coalesceGap is the most bytes of other records readRecords reads over to
@@ -120,11 +142,11 @@ scan:
 const coalesceGap = 4 << 10
 
 // readRecords reads the records of entries, coalescing records that lie
-// close together in one segment into one ReadAt. Each returned slice has its
-// capacity cut at its end, so it is safe to keep or append to. Records that
-// cannot be read (deleted under us) are left out.
+// close together in one segment into one ReadAt. out[i] is entries[i]'s
+// record, its capacity cut at its end, so it is safe to keep or append to;
+// nil when it cannot be read (deleted under us).
 func (s *Store) readRecords(entries []cqEntry) [][]byte {
-	out := make([][]byte, 0, len(entries))
+	out := make([][]byte, len(entries))
 	for i := 0; i < len(entries); {
 		first := entries[i]
 		end := first.phys + int64(first.size)
@@ -144,9 +166,9 @@ func (s *Store) readRecords(entries []cqEntry) [][]byte {
 			e := entries[k]
 			if err == nil {
 				off := e.phys - first.phys
-				out = append(out, span[off:off+int64(e.size):off+int64(e.size)])
+				out[k] = span[off : off+int64(e.size) : off+int64(e.size)]
 			} else if rec, err := s.cl.read(e.phys, int(e.size)); err == nil {
-				out = append(out, rec)
+				out[k] = rec
 			}
 		}
 		i = j
@@ -225,7 +247,11 @@ func (s *Store) MessageAt(commitLogOffset int64) (*protocol.MessageExt, error) {
 	}
 	m, _, err := protocol.DecodeStoredMessage(rec, false, true)
 	if err != nil {
-		return nil, fmt.Errorf("store: record at commit-log offset %d: %w", commitLogOffset, err)
+		// The magic and size were plausible, so a record starts here and
+		// its bytes are damaged.
+		err = fmt.Errorf("%w: commit-log offset %d: %w", ErrCorruptRecord, commitLogOffset, err)
+		s.reportCorrupt("message", "", -1, -1, commitLogOffset, err)
+		return nil, err
 	}
 	if m.CommitLogOffset != commitLogOffset {
 		return nil, fmt.Errorf("%w: no record starts at commit-log offset %d (the bytes there claim offset %d)", ErrNotFound, commitLogOffset, m.CommitLogOffset)

@@ -102,6 +102,11 @@ type Options struct {
 	// MaxMessageSize is the largest accepted body in bytes (default
 	// protocol.DefaultMaxMessageSize).
 	MaxMessageSize int
+	// RecoverDropCorrupt lets recovery drop a complete record at the end of
+	// the commit log whose body fails its CRC (and logs what it drops at
+	// Error). Without it Open refuses such a log with ErrCorrupt: the record
+	// was whole, so it may have been acknowledged. Default false.
+	RecoverDropCorrupt bool
 	// StoreHost is stamped into every record's STOREHOST and message id.
 	StoreHost netip.AddrPort
 	// Logger receives recovery, retention and error reports (nil discards).

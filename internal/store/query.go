@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -29,6 +30,7 @@ func (s *Store) QueryByKey(topic, key string, maxNum int, begin, end int64) ([]*
 	h := keyHash(topic, key)
 	segs := s.cl.snapshot()
 	var out []*protocol.MessageExt
+	var corrupt error
 	for i := len(segs) - 1; i >= 0 && len(out) < maxNum; i-- {
 		g := segs[i]
 		if newest := g.newestStoreTime.Load(); newest != 0 && newest < begin {
@@ -47,6 +49,10 @@ func (s *Store) QueryByKey(topic, key string, maxNum int, begin, end int64) ([]*
 				continue // two keys of one message hash alike
 			}
 			m, err := s.MessageAt(offs[j])
+			if errors.Is(err, ErrCorruptRecord) {
+				corrupt = err // logged and counted by MessageAt
+				continue
+			}
 			if err != nil {
 				continue // deleted under us
 			}
@@ -65,6 +71,11 @@ func (s *Store) QueryByKey(topic, key string, maxNum int, begin, end int64) ([]*
 		}
 		return 0
 	})
+	if len(out) == 0 && corrupt != nil {
+		// A damaged record may have been the match: say so rather than
+		// answer "no such message".
+		return nil, corrupt
+	}
 	return out, nil
 }
 

@@ -427,6 +427,9 @@ func (r *recoveryScan) scan(start int64) (int64, error) {
 				return 0, fmt.Errorf("store: read %s: %w", g.path, err)
 			}
 			m, _, err := protocol.DecodeStoredMessage(rec, false, true)
+			if errors.Is(err, protocol.ErrBodyCRC) {
+				return r.badCRC(i, rel, rec, err)
+			}
 			if err != nil {
 				return r.bad(i, rel, err.Error())
 			}

@@ -87,35 +87,38 @@ func TestStoreRecoveryTornTail(t *testing.T) {
 		tear    func(t *testing.T, path string, pos, size int64)
 		kept    int // of 50 messages to T/0
 		dropped bool
+		// wholeRecord: the damaged record is complete, so Open refuses it
+		// until RecoverDropCorrupt is set.
+		wholeRecord bool
 	}{
 		{"truncated mid-record", func(t *testing.T, path string, pos, size int64) {
 			testutil.NoError(t, os.Truncate(path, pos+size/2))
-		}, 49, true},
+		}, 49, true, false},
 		{"truncated mid-header", func(t *testing.T, path string, pos, size int64) {
 			testutil.NoError(t, os.Truncate(path, pos+5))
-		}, 49, true},
+		}, 49, true, false},
 		{"garbage appended", func(t *testing.T, path string, pos, size int64) {
 			appendBytes(t, path, []byte("\x00\x00\x01\x00garbage garbage garbage garbage"))
-		}, 50, false},
+		}, 50, false, false},
 		{"zeros appended", func(t *testing.T, path string, pos, size int64) {
 			appendBytes(t, path, make([]byte, 300))
-		}, 50, false},
+		}, 50, false, false},
 		{"CRC flipped in the last record", func(t *testing.T, path string, pos, size int64) {
 			flipByte(t, path, pos+8)
-		}, 49, true},
+		}, 49, true, true},
 		{"body flipped in the last record", func(t *testing.T, path string, pos, size int64) {
 			flipByte(t, path, pos+bodyOffsetV4+2)
-		}, 49, true},
+		}, 49, true, true},
 		{"topic damaged in the last record", func(t *testing.T, path string, pos, size int64) {
 			b, err := os.ReadFile(path)
 			testutil.NoError(t, err)
 			m, _, err := protocol.DecodeStoredMessage(b[pos:], false, true)
 			testutil.NoError(t, err)
 			flipByte(t, path, pos+bodyOffsetV4+int64(len(m.Body))+1) // first topic byte
-		}, 49, true},
+		}, 49, true, false},
 		{"size field of the last record wrong", func(t *testing.T, path string, pos, size int64) {
 			flipByte(t, path, pos+3)
-		}, 49, true},
+		}, 49, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,12 +137,24 @@ func TestStoreRecoveryTornTail(t *testing.T) {
 			pos, size := lastRecordStart(t, path)
 			testutil.Equal(t, last.CommitLogOffset, int64(len(files)-1)*o.SegmentSize+pos, "the last record is the last T/0 put")
 			tc.tear(t, path, pos, size)
+			if tc.wholeRecord {
+				_, err := Open(o)
+				testutil.ErrorIs(t, err, ErrCorrupt)
+				testutil.True(t, strings.Contains(err.Error(), "--recover-drop-corrupt"), err.Error())
+				testutil.True(t, strings.Contains(err.Error(), fmt.Sprintf("offset %d", last.CommitLogOffset)), err.Error())
+				_, err = Open(o) // nothing was truncated: the same refusal
+				testutil.ErrorIs(t, err, ErrCorrupt)
+				o.RecoverDropCorrupt = true
+			}
 
 			lb, logger := newLogBuffer(t)
 			o.Logger = logger
 			s = openStore(t, o)
 			log := lb.String()
 			testutil.True(t, strings.Contains(log, "truncated a torn tail"), "torn tail logged")
+			if tc.wholeRecord {
+				testutil.True(t, strings.Contains(log, "recovery drops a corrupt record"), "the drop is logged as such")
+			}
 			if tc.dropped {
 				testutil.True(t, strings.Contains(log, fmt.Sprintf("from=%d", last.CommitLogOffset)), "dropped range logged")
 				testutil.True(t, strings.Contains(log, "dropped entries pointing past the end of the commit log"), "queue entry drop logged")

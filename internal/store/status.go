@@ -57,6 +57,11 @@ const (
 	NoMessageInQueue
 	// MessageWasRemoving: the entries point at deleted commit-log segments.
 	MessageWasRemoving
+	// MessageCorrupt: the first record to return fails its body CRC (or its
+	// framing); it is not served. NextBeginOffset stays at its queue offset
+	// and CorruptOffset names its commit-log offset. zonemq's own status:
+	// RocketMQ serves such a record unchecked.
+	MessageCorrupt
 )
 
 var getStatusNames = [...]string{
@@ -68,6 +73,7 @@ var getStatusNames = [...]string{
 	OffsetTooSmall:      "OFFSET_TOO_SMALL",
 	NoMessageInQueue:    "NO_MESSAGE_IN_QUEUE",
 	MessageWasRemoving:  "MESSAGE_WAS_REMOVING",
+	MessageCorrupt:      "MESSAGE_CORRUPT",
 }
 
 // String returns RocketMQ's GetMessageStatus name (FOUND, OFFSET_TOO_SMALL, …),
@@ -88,4 +94,7 @@ type GetResult struct {
 	// NextBeginOffset is where the consumer continues; MinOffset and
 	// MaxOffset are the queue's bounds when the call ran.
 	NextBeginOffset, MinOffset, MaxOffset int64
+	// CorruptOffset is the commit-log offset of the corrupt record when
+	// Status is MessageCorrupt.
+	CorruptOffset int64
 }

@@ -48,6 +48,8 @@ type Store struct {
 	// derivedFailing is set while consume-queue or key-index writes fail
 	// (logged once); a successful checkpoint clears it.
 	derivedFailing atomic.Bool
+	// corruptReads counts records a read found damaged (CorruptRecords).
+	corruptReads atomic.Int64
 
 	offsets *offsetTable
 	metaMu  sync.Mutex // serialises metadata file writes and reads

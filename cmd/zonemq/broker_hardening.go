@@ -1,0 +1,20 @@
+package main
+
+import (
+	"flag"
+
+	"github.com/zonemq/zonemq/internal/broker"
+)
+
+// addHardeningFlags declares the broker's resource-limit and data-check
+// flags (docs/hardening.md).
+func addHardeningFlags(fs *flag.FlagSet, h *broker.HardeningOptions) {
+	fs.BoolVar(&h.RecoverDropCorrupt, "recover-drop-corrupt", h.RecoverDropCorrupt,
+		"let recovery drop a complete last commit-log record whose body fails its CRC\n"+
+			"(logged with its topic, queue and offset); without it the broker refuses to start")
+	fs.BoolVar(&h.RecoverMissingTopics, "recover-missing-topics", h.RecoverMissingTopics,
+		"re-create topics that have queues on disk but are missing from topics.json;\n"+
+			"without it the broker refuses to start")
+	fs.IntVar(&h.MaxOpenQueueFiles, "max-open-queue-files", h.MaxOpenQueueFiles,
+		"budget of open consume-queue file `handles`; the least recently used are closed")
+}

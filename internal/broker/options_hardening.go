@@ -1,0 +1,46 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+)
+
+// HardeningOptions are the broker's resource limits and data-check
+// switches (docs/hardening.md). A zero field means its default.
+type HardeningOptions struct {
+	// RecoverDropCorrupt lets store recovery drop a complete record at the
+	// end of the commit log whose body fails its CRC, logging what it drops
+	// (--recover-drop-corrupt). Off by default: Open refuses such a log.
+	RecoverDropCorrupt bool
+	// RecoverMissingTopics re-creates topics that have consume queues on
+	// disk but are missing from topics.json (--recover-missing-topics). Off
+	// by default: the broker refuses to start.
+	RecoverMissingTopics bool
+	// MaxOpenQueueFiles is the budget of open consume-queue file handles
+	// (--max-open-queue-files, default 2048); older handles are closed
+	// least-recently-used first and reopened on demand.
+	MaxOpenQueueFiles int
+}
+
+// DefaultMaxOpenQueueFiles is HardeningOptions.MaxOpenQueueFiles' default:
+// half of a 4 096-descriptor limit, leaving the rest to segments,
+// key indexes and connections.
+const DefaultMaxOpenQueueFiles = 2048
+
+// NewHardeningOptions returns the defaults.
+func NewHardeningOptions() HardeningOptions {
+	return HardeningOptions{MaxOpenQueueFiles: DefaultMaxOpenQueueFiles}
+}
+
+// validate fills zero fields and checks the rest; errors name the flag.
+func (h *HardeningOptions) validate() error {
+	def := NewHardeningOptions()
+	var errs []error
+	switch {
+	case h.MaxOpenQueueFiles == 0:
+		h.MaxOpenQueueFiles = def.MaxOpenQueueFiles
+	case h.MaxOpenQueueFiles < 16:
+		errs = append(errs, fmt.Errorf("MaxOpenQueueFiles (--max-open-queue-files) is %d; it must be ≥ 16", h.MaxOpenQueueFiles))
+	}
+	return errors.Join(errs...)
+}
