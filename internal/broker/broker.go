@@ -200,6 +200,7 @@ func New(opts Options) (*Server, error) {
 	}
 	sopts.ObservePut, sopts.ObserveFlush = s.metrics.storeObservers()
 	sopts.RecoverDropCorrupt = opts.Hardening.RecoverDropCorrupt
+	sopts.MaxOpenQueueFiles = opts.Hardening.MaxOpenQueueFiles
 	st, err := store.Open(sopts)
 	if err != nil {
 		cancel()

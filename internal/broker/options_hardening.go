@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"fmt"
+
+	"github.com/zonemq/zonemq/internal/store"
 )
 
 // HardeningOptions are the broker's resource limits and data-check
@@ -25,7 +27,7 @@ type HardeningOptions struct {
 // DefaultMaxOpenQueueFiles is HardeningOptions.MaxOpenQueueFiles' default:
 // half of a 4 096-descriptor limit, leaving the rest to segments,
 // key indexes and connections.
-const DefaultMaxOpenQueueFiles = 2048
+const DefaultMaxOpenQueueFiles = store.DefaultMaxOpenQueueFiles
 
 // NewHardeningOptions returns the defaults.
 func NewHardeningOptions() HardeningOptions {

@@ -45,14 +45,6 @@ func getCQEntry(b []byte) cqEntry {
 // first entry (no record is smaller than the fixed header).
 func (e cqEntry) blank() bool { return e.size <= 0 }
 
-// cqFile is one consume-queue file, named by its start byte offset
-// (start queue offset × 20), as RocketMQ names them.
-type cqFile struct {
-	start int64 // queue offset of the file's first entry
-	path  string
-	file  *os.File
-}
-
 // consumeQueue indexes one topic/queue: entry q is the q-th message of the
 // queue. Files hold perFile entries each and grow as written.
 //
@@ -67,6 +59,7 @@ type consumeQueue struct {
 	queueID int32
 	dir     string
 	perFile int64
+	handles *handleCache // shared by every queue of the store
 
 	mu    sync.RWMutex
 	files []*cqFile
@@ -91,12 +84,13 @@ type consumeQueue struct {
 	syncedOffset int64
 }
 
-func newConsumeQueue(root, topic string, queueID int32, perFile int) *consumeQueue {
+func newConsumeQueue(root, topic string, queueID int32, perFile int, handles *handleCache) *consumeQueue {
 	return &consumeQueue{
 		topic:   topic,
 		queueID: queueID,
 		dir:     filepath.Join(root, topic, strconv.Itoa(int(queueID))),
 		perFile: int64(perFile),
+		handles: handles,
 	}
 }
 
@@ -104,8 +98,8 @@ func newConsumeQueue(root, topic string, queueID int32, perFile int) *consumeQue
 // partial or blank tail, and computes its offsets. Entries pointing past the
 // commit log and entries pointing below its start are handled later by
 // recovery (truncateTo) and correctMin.
-func loadConsumeQueue(root, topic string, queueID int32, perFile int, log func(msg string, args ...any)) (*consumeQueue, error) {
-	q := newConsumeQueue(root, topic, queueID, perFile)
+func loadConsumeQueue(root, topic string, queueID int32, perFile int, handles *handleCache, log func(msg string, args ...any)) (*consumeQueue, error) {
+	q := newConsumeQueue(root, topic, queueID, perFile, handles)
 	des, err := os.ReadDir(q.dir)
 	if err != nil {
 		return nil, fmt.Errorf("store: read consume-queue dir: %w", err)
@@ -120,12 +114,8 @@ func loadConsumeQueue(root, topic string, queueID int32, perFile int, log func(m
 		if !ok || byteOff%fileBytes != 0 {
 			return nil, fmt.Errorf("%w: unexpected file %s in consume queue %s (a file name is its start offset × 20, a multiple of %d)", ErrCorrupt, name, q.dir, fileBytes)
 		}
-		f, err := os.OpenFile(filepath.Join(q.dir, name), os.O_RDWR, 0)
-		if err != nil {
-			q.close()
-			return nil, fmt.Errorf("store: open consume-queue file: %w", err)
-		}
-		q.files = append(q.files, &cqFile{start: byteOff / cqEntrySize, path: f.Name(), file: f})
+		// Descriptors are opened on demand (handleCache), not here.
+		q.files = append(q.files, &cqFile{start: byteOff / cqEntrySize, path: filepath.Join(q.dir, name), handles: q.handles})
 	}
 	sort.Slice(q.files, func(i, j int) bool { return q.files[i].start < q.files[j].start })
 	if len(q.files) == 0 {
@@ -141,12 +131,12 @@ func loadConsumeQueue(root, topic string, queueID int32, perFile int, log func(m
 	// never made durable), the queue ends there and recovery re-dispatches.
 	end := int64(-1)
 	for i, f := range q.files {
-		st, err := f.file.Stat()
+		fileSize, err := f.size()
 		if err != nil {
 			q.close()
 			return nil, err
 		}
-		n := st.Size() / cqEntrySize
+		n := fileSize / cqEntrySize
 		if n > q.perFile {
 			n = q.perFile
 		}
@@ -163,13 +153,13 @@ func loadConsumeQueue(root, topic string, queueID int32, perFile int, log func(m
 			log("consume queue file is short; dropping the files after it (recovery re-dispatches their messages)",
 				"queue", q.dir, "file", filepath.Base(f.path), "entries", n, "filesDropped", len(q.files)-1-i)
 			for _, later := range q.files[i+1:] {
-				later.file.Close()
+				later.close()
 				os.Remove(later.path)
 			}
 			q.files = q.files[:i+1]
 		}
-		if st.Size() != n*cqEntrySize {
-			if err := f.file.Truncate(n * cqEntrySize); err != nil {
+		if fileSize != n*cqEntrySize {
+			if err := f.truncate(n * cqEntrySize); err != nil {
 				q.close()
 				return nil, fmt.Errorf("store: truncate consume-queue file: %w", err)
 			}
@@ -207,7 +197,7 @@ func loadConsumeQueue(root, topic string, queueID int32, perFile int, log func(m
 func (q *consumeQueue) trimBlankTail(f *cqFile, n int64) (int64, error) {
 	var b [cqEntrySize]byte
 	for n > 0 {
-		if _, err := f.file.ReadAt(b[:], (n-1)*cqEntrySize); err != nil {
+		if err := f.readAt(b[:], (n-1)*cqEntrySize); err != nil {
 			return 0, fmt.Errorf("store: read consume-queue file: %w", err)
 		}
 		if !getCQEntry(b[:]).blank() {
@@ -230,7 +220,7 @@ func (q *consumeQueue) refreshLastPhysEndAfter(off int64) {
 		return
 	}
 	var b [cqEntrySize]byte
-	if _, err := f.file.ReadAt(b[:], (off-1-f.start)*cqEntrySize); err == nil {
+	if err := f.readAt(b[:], (off-1-f.start)*cqEntrySize); err == nil {
 		e := getCQEntry(b[:])
 		q.lastPhysEnd = e.phys + int64(e.size)
 	}
@@ -316,7 +306,7 @@ func (q *consumeQueue) readEntries(from int64, buf []byte) (int, error) {
 	if end := f.start + q.perFile; from+n > end {
 		n = end - from
 	}
-	if _, err := f.file.ReadAt(buf[:n*cqEntrySize], (from-f.start)*cqEntrySize); err != nil {
+	if err := f.readAt(buf[:n*cqEntrySize], (from-f.start)*cqEntrySize); err != nil {
 		return 0, fmt.Errorf("%w: consume queue %s/%d offset %d: %v", ErrNotFound, q.topic, q.queueID, from, err)
 	}
 	return int(n), nil
@@ -380,7 +370,7 @@ func (q *consumeQueue) writeFiles(first int64, entries []byte) error {
 			return err
 		}
 		n := min(int64(len(entries)/cqEntrySize), f.start+q.perFile-first)
-		if _, err := f.file.WriteAt(entries[:n*cqEntrySize], (first-f.start)*cqEntrySize); err != nil {
+		if err := f.writeAt(entries[:n*cqEntrySize], (first-f.start)*cqEntrySize); err != nil {
 			return fmt.Errorf("store: write consume queue %s: %w", f.path, err)
 		}
 		entries = entries[n*cqEntrySize:]
@@ -416,7 +406,9 @@ func (q *consumeQueue) fileForWrite(off int64) (*cqFile, error) {
 		syncDir(filepath.Dir(q.dir))
 	}
 	syncDir(q.dir)
-	f := &cqFile{start: start, path: path, file: file}
+	f := &cqFile{start: start, path: path, handles: q.handles}
+	q.handles.adopt(f, file)
+	q.handles.release(f)
 	q.mu.Lock()
 	q.files = append(q.files, f)
 	q.mu.Unlock()
@@ -456,11 +448,11 @@ func (q *consumeQueue) truncateTo(off int64) error {
 	q.files = keep
 	q.mu.Unlock()
 	for _, f := range drop {
-		f.file.Close()
+		f.close()
 		os.Remove(f.path)
 	}
 	if f := q.fileFor(off); f != nil {
-		if err := f.file.Truncate((off - f.start) * cqEntrySize); err != nil {
+		if err := f.truncate((off - f.start) * cqEntrySize); err != nil {
 			return fmt.Errorf("store: truncate consume-queue file: %w", err)
 		}
 	}
@@ -501,7 +493,7 @@ func (q *consumeQueue) correctMin(clMin int64) (int, error) {
 		if q.minOffset.Load() < f.start+q.perFile {
 			q.minOffset.Store(f.start + q.perFile)
 		}
-		f.file.Close()
+		f.close()
 		if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return deleted, err
 		}
@@ -548,7 +540,7 @@ func (q *consumeQueue) sync() (int64, error) {
 	}
 	q.mu.RUnlock()
 	for _, f := range files {
-		if err := datasync(f.file); err != nil && !errors.Is(err, os.ErrClosed) {
+		if err := f.datasync(); err != nil && !errors.Is(err, os.ErrClosed) {
 			return 0, fmt.Errorf("store: fsync consume queue %s: %w", f.path, err)
 		}
 	}
@@ -561,7 +553,7 @@ func (q *consumeQueue) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, f := range q.files {
-		f.file.Close()
+		f.close()
 	}
 }
 
@@ -573,7 +565,7 @@ func (q *consumeQueue) resetTo(off int64) error {
 	q.files = nil
 	q.mu.Unlock()
 	for _, f := range files {
-		f.file.Close()
+		f.close()
 		if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}

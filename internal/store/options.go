@@ -102,6 +102,10 @@ type Options struct {
 	// MaxMessageSize is the largest accepted body in bytes (default
 	// protocol.DefaultMaxMessageSize).
 	MaxMessageSize int
+	// MaxOpenQueueFiles bounds the consume-queue file descriptors kept open
+	// (default DefaultMaxOpenQueueFiles, 2048): descriptors are opened on
+	// demand and the least recently used idle ones closed past the budget.
+	MaxOpenQueueFiles int
 	// RecoverDropCorrupt lets recovery drop a complete record at the end of
 	// the commit log whose body fails its CRC (and logs what it drops at
 	// Error). Without it Open refuses such a log with ErrCorrupt: the record
@@ -189,6 +193,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("store: Options durations must not be negative")
 	case o.DiskMaxUsedRatio < 0 || o.DiskMaxUsedRatio > 1:
 		return o, fmt.Errorf("store: Options.DiskMaxUsedRatio %g is outside 0..1", o.DiskMaxUsedRatio)
+	case o.MaxOpenQueueFiles < 0:
+		return o, fmt.Errorf("store: Options.MaxOpenQueueFiles %d is negative", o.MaxOpenQueueFiles)
 	case o.MaxMessageSize < 0:
 		return o, fmt.Errorf("store: Options.MaxMessageSize %d is negative", o.MaxMessageSize)
 	}

@@ -204,7 +204,7 @@ func (s *Store) loadQueues() error {
 				s.log.Warn("ignoring an entry that is not a queue directory", "path", filepath.Join(s.cqRoot, td.Name(), qd.Name()))
 				continue
 			}
-			q, err := loadConsumeQueue(s.cqRoot, td.Name(), int32(id), s.opts.ConsumeQueueEntries, s.log.Warn)
+			q, err := loadConsumeQueue(s.cqRoot, td.Name(), int32(id), s.opts.ConsumeQueueEntries, s.handles, s.log.Warn)
 			if err != nil {
 				return err
 			}

@@ -38,6 +38,8 @@ type Store struct {
 
 	queuesMu sync.RWMutex
 	queues   map[string]map[int32]*consumeQueue
+	// handles bounds the open consume-queue descriptors (cqfile.go).
+	handles *handleCache
 
 	// maintMu serialises checkpoints, retention, DeleteTopic and Close.
 	maintMu sync.Mutex
@@ -82,6 +84,7 @@ func Open(opts Options) (*Store, error) {
 		configDir: filepath.Join(opts.Dir, "config"),
 		cqRoot:    filepath.Join(opts.Dir, "consumequeue"),
 		queues:    map[string]map[int32]*consumeQueue{},
+		handles:   newHandleCache(opts.MaxOpenQueueFiles),
 		stop:      make(chan struct{}),
 	}
 	logDir, indexDir := filepath.Join(opts.Dir, "commitlog"), filepath.Join(opts.Dir, "index")
@@ -315,7 +318,7 @@ func (s *Store) queueForPutLocked(topic string, queueID int32) *consumeQueue {
 	if q := s.queue(topic, queueID); q != nil {
 		return q
 	}
-	q := newConsumeQueue(s.cqRoot, topic, queueID, s.opts.ConsumeQueueEntries)
+	q := newConsumeQueue(s.cqRoot, topic, queueID, s.opts.ConsumeQueueEntries, s.handles)
 	s.addQueue(q)
 	return q
 }
