@@ -83,7 +83,10 @@ func TestBrokerRefusesTopicsFileThatLostTopics(t *testing.T) {
 	expectCode(t, sendRaw(t, c, s.Addr(), "KeptTopic", 1, nil, []byte("kept")), protocol.Success, "send")
 	s.Shutdown()
 
+	// The snapshot replaced by an empty table and its journal lost, as when
+	// an operator restores an empty or old copy.
 	testutil.NoError(t, os.WriteFile(filepath.Join(opts.DataDir, "config", "topics.json"), []byte("{}"), 0o644))
+	testutil.NoError(t, os.Remove(filepath.Join(opts.DataDir, "config", "topics.journal")))
 	opts.Listen = "127.0.1.1:0"
 	_, err := New(opts)
 	testutil.ErrorIs(t, err, ErrTopicsLost)

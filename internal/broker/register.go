@@ -206,10 +206,11 @@ func (r *registrar) describe() string {
 
 // peerState is what one loop remembers between beats.
 type peerState struct {
-	conn       *remoting.Conn // the connection the last full registration used
-	lastFull   time.Time
-	needFull   bool
-	registered bool // a registration has succeeded at least once
+	conn         *remoting.Conn // the connection the last full registration used
+	lastFull     time.Time
+	lastFullTook time.Duration // how long the last full registration took
+	needFull     bool
+	registered   bool // a registration has succeeded at least once
 }
 
 func (r *registrar) peerLoop(ctx context.Context, p *namesrvPeer) {
@@ -230,6 +231,7 @@ func (r *registrar) peerLoop(ctx context.Context, p *namesrvPeer) {
 		case <-t.C:
 		case <-p.kick:
 			st.needFull = true
+			r.paceTopicRegistration(ctx, p, &st)
 		}
 	}
 }
@@ -270,7 +272,9 @@ func (r *registrar) beat(ctx context.Context, p *namesrvPeer, st *peerState, ret
 		r.s.logger.Info("name server connection re-established; registering again", "namesrv", p.addr)
 	}
 	// A register carries every topic, so it gets twice the time.
+	began := time.Now()
 	resp, err := r.invoke(ctx, p, conn, r.registerRequest(), 2*timeout)
+	st.lastFullTook = time.Since(began)
 	if err != nil {
 		st.conn = nil
 		return

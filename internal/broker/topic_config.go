@@ -32,6 +32,9 @@ type topicTable struct {
 	mu      sync.RWMutex
 	configs map[string]protocol.TopicConfig
 	version protocol.DataVersion
+	// journaled counts the records in topics.journal; snapshotTopics the
+	// topics in topics.json (topic_journal.go).
+	journaled, snapshotTopics int
 }
 
 // loadTopicTable reads the persisted table and adds the topics every broker
@@ -50,6 +53,10 @@ func loadTopicTable(st *store.Store, logger *slog.Logger, opts Options) (*topicT
 			t.configs[name] = cfg
 		}
 		t.version = w.DataVersion
+		t.snapshotTopics = len(w.TopicConfigTable)
+	}
+	if err := t.replayJournal(); err != nil {
+		return nil, err
 	}
 	changed := !found
 	if opts.AutoCreateTopic {
@@ -70,7 +77,9 @@ func loadTopicTable(st *store.Store, logger *slog.Logger, opts Options) (*topicT
 	}
 	if changed {
 		t.mu.Lock()
-		err := t.commitLocked()
+		t.version.Counter++
+		t.version.Timestamp = nowMillis()
+		err := t.compactLocked()
 		t.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -87,16 +96,8 @@ func newTopicConfig(name string, queues, perm int) protocol.TopicConfig {
 	}
 }
 
-// commitLocked bumps the data version and persists the table. Caller holds
-// mu for writing.
-func (t *topicTable) commitLocked() error {
-	t.version.Counter++
-	t.version.Timestamp = time.Now().UnixMilli()
-	if err := t.store.SaveMetadata(topicsMetadata, t.wrapperLocked()); err != nil {
-		return fmt.Errorf("persisting the topic table: %w", err)
-	}
-	return nil
-}
+// nowMillis is the data-version timestamp.
+func nowMillis() int64 { return time.Now().UnixMilli() }
 
 // wrapperLocked copies the table. Caller holds mu.
 func (t *topicTable) wrapperLocked() protocol.TopicConfigSerializeWrapper {
@@ -137,7 +138,7 @@ func (t *topicTable) put(cfg protocol.TopicConfig) (bool, error) {
 		return false, nil
 	}
 	t.configs[cfg.TopicName] = cfg
-	if err := t.commitLocked(); err != nil {
+	if err := t.commitLocked(cfg.TopicName); err != nil {
 		if ok {
 			t.configs[cfg.TopicName] = old
 		} else {
@@ -160,7 +161,7 @@ func (t *topicTable) createIfAbsent(cfg protocol.TopicConfig) (protocol.TopicCon
 		return old, false, nil
 	}
 	t.configs[cfg.TopicName] = cfg
-	if err := t.commitLocked(); err != nil {
+	if err := t.commitLocked(cfg.TopicName); err != nil {
 		delete(t.configs, cfg.TopicName)
 		return protocol.TopicConfig{}, false, err
 	}
@@ -176,7 +177,7 @@ func (t *topicTable) remove(topic string) (bool, error) {
 		return false, nil
 	}
 	delete(t.configs, topic)
-	if err := t.commitLocked(); err != nil {
+	if err := t.commitLocked(topic); err != nil {
 		t.configs[topic] = old
 		return false, err
 	}

@@ -76,6 +76,9 @@ type consumeQueue struct {
 	tailMu    sync.Mutex
 	tail      []byte
 	tailStart int64
+	// deferDirSync: new files skip their directory fsyncs because the
+	// caller syncs the whole file system next (cqsync.go). Guarded by tailMu.
+	deferDirSync bool
 
 	// lastPhysEnd is the end of the record the last entry points at.
 	// Caller holds Store.putMu (or runs recovery).
@@ -401,11 +404,13 @@ func (q *consumeQueue) fileForWrite(off int64) (*cqFile, error) {
 		return nil, fmt.Errorf("store: create consume-queue file: %w", err)
 	}
 	// A lost directory entry would lose the queue: make the names durable.
-	if newDir {
-		syncDir(filepath.Dir(filepath.Dir(q.dir)))
-		syncDir(filepath.Dir(q.dir))
+	if !q.deferDirSync {
+		if newDir {
+			syncDir(filepath.Dir(filepath.Dir(q.dir)))
+			syncDir(filepath.Dir(q.dir))
+		}
+		syncDir(q.dir)
 	}
-	syncDir(q.dir)
 	f := &cqFile{start: start, path: path, handles: q.handles}
 	q.handles.adopt(f, file)
 	q.handles.release(f)

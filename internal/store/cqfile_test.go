@@ -14,7 +14,7 @@ func TestConsumeQueueHandleBudget(t *testing.T) {
 	o, _ := testOptions(t)
 	o.MaxOpenQueueFiles = 16
 	s := openStore(t, o)
-	const topics = 60
+	const topics = 100 // above syncfsMinQueues: checkpoints use syncfs
 	for round := range 3 {
 		for i := range topics {
 			mustPut(t, s, newMsg(fmt.Sprintf("T%d", i), 0, fmt.Sprintf("r%d", round), nil))

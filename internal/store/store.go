@@ -263,14 +263,24 @@ func (s *Store) checkpointLocked(full bool) error {
 	covered := flushed
 	cp := &checkpoint{WrittenAt: time.Now().UnixMilli(), ConsumeQueues: map[string]map[int32]int64{}}
 	var queues, sum int64
-	for _, q := range s.allQueues() {
+	all := s.allQueues()
+	var toSync []*consumeQueue
+	synced := map[*consumeQueue]bool{}
+	for _, q := range all {
+		if maxOff := q.maxOffset.Load(); maxOff > q.syncedOffset && (full || maxOff-q.syncedOffset >= cqTailFlushEntries) {
+			toSync = append(toSync, q)
+			synced[q] = true
+		}
+	}
+	if err := s.syncQueues(toSync); err != nil {
+		return err
+	}
+	for _, q := range all {
 		maxOff := q.maxOffset.Load()
-		if maxOff > q.syncedOffset {
-			if full || maxOff-q.syncedOffset >= cqTailFlushEntries {
-				if _, err := q.sync(); err != nil {
-					return err
-				}
-			} else if from := max(q.syncedOffset, q.minOffset.Load()); from < maxOff {
+		// A synced queue's newer entries belong to records at or past
+		// flushed; an unsynced one holds covered back.
+		if maxOff > q.syncedOffset && !synced[q] {
+			if from := max(q.syncedOffset, q.minOffset.Load()); from < maxOff {
 				if e, err := q.entryAt(from); err == nil && e.phys < covered {
 					covered = e.phys
 				}
