@@ -166,7 +166,13 @@ func (s *Server) autoCreateTopic(req *remoting.Command, h *protocol.SendMessageR
 		return cfg, errorf(req, protocol.TopicNotExist, "topic[%s] not exist, apply first please! (auto-creation is off on broker %s)",
 			h.Topic, s.opts.BrokerName)
 	}
+	if resp := s.refuseTopicOnFullDisk(req, h.Topic); resp != nil {
+		return cfg, resp
+	}
 	cfg, created, err := s.topics.createIfAbsent(cfg)
+	if resp := s.diskFullResponse(req, err, "creating topic "+h.Topic); resp != nil {
+		return cfg, resp
+	}
 	if err != nil {
 		s.logger.Error("auto-creating a topic", "topic", h.Topic, "err", err)
 		return cfg, errorf(req, protocol.SystemError, "creating topic %s failed", h.Topic)
@@ -214,8 +220,8 @@ func (s *Server) putErrorResponse(req *remoting.Command, topic string, err error
 	switch {
 	case errors.Is(err, store.ErrDiskFull):
 		s.logger.Warn("refusing a send: the disk is full", "topic", topic, "usedRatio", s.store.DiskUsedRatio())
-		return errorf(req, protocol.ServiceNotAvailable, "the disk of broker %s is full (used %.0f%%, limit %.0f%%); send to another broker",
-			s.opts.BrokerName, 100*s.store.DiskUsedRatio(), 100*s.opts.DiskMaxUsedRatio)
+		return errorf(req, protocol.ServiceNotAvailable, "the disk holding the data directory %s of broker %s is full (used %.0f%%, limit %.0f%%); send to another broker",
+			s.opts.DataDir, s.opts.BrokerName, 100*s.store.DiskUsedRatio(), 100*s.opts.DiskMaxUsedRatio)
 	case errors.Is(err, store.ErrMessageTooLarge):
 		return errorf(req, protocol.MessageIllegal, "the message is larger than this broker's limit (maxMessageSize %d bytes)", s.opts.MaxMessageSize)
 	case errors.Is(err, store.ErrIllegalMessage):
@@ -235,6 +241,9 @@ func (s *Server) putErrorResponse(req *remoting.Command, topic string, err error
 	case errors.Is(err, errReplicaTimeout):
 		return errorf(req, protocol.FlushSlaveTimeout, "broker %s stored the message but its replicas did not confirm it, so it is not acknowledged: %v",
 			s.opts.BrokerName, err)
+	}
+	if resp := s.diskFullResponse(req, err, "storing the message"); resp != nil {
+		return resp
 	}
 	s.logger.Error("storing a message failed", "topic", topic, "err", err)
 	return errorf(req, protocol.SystemError, "storing the message on broker %s failed", s.opts.BrokerName)

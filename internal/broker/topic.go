@@ -40,7 +40,15 @@ func (s *Server) handleUpdateAndCreateTopic(ctx context.Context, c *remoting.Con
 		TopicName: h.Topic, ReadQueueNums: int(h.ReadQueueNums), WriteQueueNums: int(h.WriteQueueNums), Perm: int(h.Perm),
 		TopicFilterType: filterType, TopicSysFlag: int(h.TopicSysFlag), Order: h.Order, Attributes: parseTopicAttributes(h.Attributes),
 	}
+	if _, exists := s.topics.get(h.Topic); !exists {
+		if resp := s.refuseTopicOnFullDisk(req, h.Topic); resp != nil {
+			return resp
+		}
+	}
 	changed, err := s.topics.put(cfg)
+	if resp := s.diskFullResponse(req, err, "creating topic "+h.Topic); resp != nil {
+		return resp
+	}
 	if err != nil {
 		s.logger.Error("creating a topic", "topic", h.Topic, "err", err)
 		return errorf(req, protocol.SystemError, "creating topic %s failed", h.Topic)

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -114,7 +115,13 @@ func (s *Store) recover(unclean bool) error {
 	}
 	s.correctQueueMins(clMin)
 	if err := s.checkpointLocked(true); err != nil {
-		return err
+		if !errors.Is(err, syscall.ENOSPC) {
+			return err
+		}
+		// The old checkpoint stays valid (it only covers less), so a full
+		// disk must not keep the store from starting and serving reads.
+		s.log.Error("the disk is full: recovery could not write its checkpoint; starting anyway, later checkpoints retry",
+			"dir", s.dir, "err", err)
 	}
 	s.log.Info("store recovered",
 		"dir", s.dir, "unclean", unclean, "segments", len(s.cl.snapshot()), "commitLogMin", clMin, "commitLogEnd", end,
