@@ -17,4 +17,8 @@ func addHardeningFlags(fs *flag.FlagSet, h *broker.HardeningOptions) {
 			"without it the broker refuses to start")
 	fs.IntVar(&h.MaxOpenQueueFiles, "max-open-queue-files", h.MaxOpenQueueFiles,
 		"budget of open consume-queue file `handles`; the least recently used are closed")
+	fs.IntVar(&h.MaxParkedPulls, "max-parked-pulls", h.MaxParkedPulls,
+		"most long-polling pulls held at once; more are answered SYSTEM_BUSY")
+	fs.IntVar(&h.MaxParkedPullsPerConn, "max-parked-pulls-per-conn", h.MaxParkedPullsPerConn,
+		"most long-polling pulls one connection may have held at once")
 }

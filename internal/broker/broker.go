@@ -182,6 +182,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.pulls = newPullHolder(s)
 	s.metrics = newBrokerMetrics(s)
+	s.loops = append(s.loops, s.pulls.expiryLoop)
 
 	sopts := store.NewOptions()
 	sopts.Dir = opts.DataDir

@@ -19,7 +19,10 @@ type parkedPull struct {
 	*pullRequest
 	key     queueKey
 	seenMax int64 // the queue's max offset when the read found nothing
-	timer   *time.Timer
+	// expireAt is when the expiry loop answers it: its deadline less a
+	// random share of up to an eighth of its hold (longpoll_expiry.go).
+	expireAt  time.Time
+	heapIndex int // in pullHolder.expiries; guarded by pullHolder.mu
 }
 
 // pullHolder parks pulls that found no message (long polling). A parked
@@ -34,6 +37,15 @@ type pullHolder struct {
 	closed  bool
 	byQueue map[queueKey]map[*parkedPull]struct{}
 	byConn  map[*remoting.Conn]map[*parkedPull]struct{}
+	// expiries orders the parked pulls by expireAt; count is how many are
+	// parked; maxParked and maxPerConn cap them (HardeningOptions).
+	expiries   pullHeap
+	count      int
+	maxParked  int
+	maxPerConn int
+	wake       chan struct{} // an earlier expiry was parked
+	// answering bounds the expiry answers in flight (longpoll_expiry.go).
+	answering chan struct{}
 
 	// wg counts the goroutines answering released pulls; close waits for
 	// them because they read the store.
@@ -42,31 +54,48 @@ type pullHolder struct {
 
 func newPullHolder(s *Server) *pullHolder {
 	return &pullHolder{
-		s:       s,
-		byQueue: map[queueKey]map[*parkedPull]struct{}{},
-		byConn:  map[*remoting.Conn]map[*parkedPull]struct{}{},
+		s:          s,
+		byQueue:    map[queueKey]map[*parkedPull]struct{}{},
+		byConn:     map[*remoting.Conn]map[*parkedPull]struct{}{},
+		maxParked:  s.opts.Hardening.MaxParkedPulls,
+		maxPerConn: s.opts.Hardening.MaxParkedPullsPerConn,
+		wake:       make(chan struct{}, 1),
+		answering:  make(chan struct{}, expiryAnswersInFlight),
 	}
 }
 
-// park holds p until a message arrives on its queue or p.deadline. It
-// returns false when the holder is closed; the caller answers at once.
-func (h *pullHolder) park(p *pullRequest, seenMax int64) bool {
+// parkOutcome is what park did with a pull.
+type parkOutcome int
+
+const (
+	parked     parkOutcome = iota // held; answered later
+	parkClosed                    // the holder is closed: answer at once
+	parkFull                      // a cap is reached: answer SYSTEM_BUSY
+)
+
+// park holds p until a message arrives on its queue or p.deadline.
+func (h *pullHolder) park(p *pullRequest, seenMax int64) parkOutcome {
 	pp := &parkedPull{pullRequest: p, key: queueKey{p.header.Topic, p.header.QueueID}, seenMax: seenMax}
+	pp.expireAt = spreadExpiry(time.Now(), p.deadline)
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return false
+		return parkClosed
+	}
+	if h.count >= h.maxParked || len(h.byConn[pp.conn]) >= h.maxPerConn {
+		h.mu.Unlock()
+		return parkFull
 	}
 	addTo(h.byQueue, pp.key, pp)
 	addTo(h.byConn, pp.conn, pp)
-	// The callback takes mu, so it cannot see pp.timer unset.
-	pp.timer = time.AfterFunc(time.Until(p.deadline), func() { h.release(pp, false) })
+	h.count++
+	h.pushExpiryLocked(pp)
 	h.mu.Unlock()
 	// A message stored between the read and the park found nobody to wake.
 	if h.s.store.MaxOffset(pp.key.topic, pp.key.queueID) > seenMax {
 		h.release(pp, true)
 	}
-	return true
+	return parked
 }
 
 func addTo[K comparable](m map[K]map[*parkedPull]struct{}, k K, pp *parkedPull) {
@@ -95,13 +124,13 @@ func (h *pullHolder) takeLocked(pp *parkedPull) bool {
 	}
 	removeFrom(h.byQueue, pp.key, pp)
 	removeFrom(h.byConn, pp.conn, pp)
-	pp.timer.Stop()
+	h.removeExpiryLocked(pp)
+	h.count--
 	return true
 }
 
-// release answers pp on a goroutine of its own: woken by an arrival (it may
-// park again until its deadline if the read still finds nothing) or timed
-// out.
+// release answers pp on a goroutine of its own, woken by an arrival (it may
+// park again until its deadline if the read still finds nothing).
 func (h *pullHolder) release(pp *parkedPull, woken bool) {
 	h.mu.Lock()
 	if h.closed || !h.takeLocked(pp) {
@@ -162,11 +191,7 @@ func (h *pullHolder) dropConn(c *remoting.Conn) {
 func (h *pullHolder) parked() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
-	for _, set := range h.byQueue {
-		n += len(set)
-	}
-	return n
+	return h.count
 }
 
 // close refuses new parks and answers every parked pull with

@@ -22,6 +22,12 @@ type HardeningOptions struct {
 	// (--max-open-queue-files, default 2048); older handles are closed
 	// least-recently-used first and reopened on demand.
 	MaxOpenQueueFiles int
+	// MaxParkedPulls caps the long-polling pulls parked at once
+	// (--max-parked-pulls, default 50 000); a pull past it is answered
+	// SYSTEM_BUSY, which clients back off from.
+	MaxParkedPulls int
+	// MaxParkedPullsPerConn caps them per connection (default 4 096).
+	MaxParkedPullsPerConn int
 }
 
 // DefaultMaxOpenQueueFiles is HardeningOptions.MaxOpenQueueFiles' default:
@@ -31,7 +37,11 @@ const DefaultMaxOpenQueueFiles = store.DefaultMaxOpenQueueFiles
 
 // NewHardeningOptions returns the defaults.
 func NewHardeningOptions() HardeningOptions {
-	return HardeningOptions{MaxOpenQueueFiles: DefaultMaxOpenQueueFiles}
+	return HardeningOptions{
+		MaxOpenQueueFiles:     DefaultMaxOpenQueueFiles,
+		MaxParkedPulls:        50_000,
+		MaxParkedPullsPerConn: 4096,
+	}
 }
 
 // validate fills zero fields and checks the rest; errors name the flag.
@@ -44,5 +54,15 @@ func (h *HardeningOptions) validate() error {
 	case h.MaxOpenQueueFiles < 16:
 		errs = append(errs, fmt.Errorf("MaxOpenQueueFiles (--max-open-queue-files) is %d; it must be ≥ 16", h.MaxOpenQueueFiles))
 	}
+	fill := func(v *int, def int, flag string) {
+		switch {
+		case *v == 0:
+			*v = def
+		case *v < 0:
+			errs = append(errs, fmt.Errorf("%s is %d; it must be ≥ 1", flag, *v))
+		}
+	}
+	fill(&h.MaxParkedPulls, def.MaxParkedPulls, "MaxParkedPulls (--max-parked-pulls)")
+	fill(&h.MaxParkedPullsPerConn, def.MaxParkedPullsPerConn, "MaxParkedPullsPerConn (--max-parked-pulls-per-conn)")
 	return errors.Join(errs...)
 }

@@ -99,8 +99,16 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 			hold := min(time.Duration(h.SuspendTimeoutMillis)*time.Millisecond, s.opts.LongPollingMax)
 			p.deadline = time.Now().Add(hold)
 		}
-		if time.Now().Before(p.deadline) && s.pulls.park(p, res.MaxOffset) {
-			return nil
+		if time.Now().Before(p.deadline) {
+			switch s.pulls.park(p, res.MaxOffset) {
+			case parked:
+				return nil
+			case parkFull:
+				// The client backs off on an error code; PULL_NOT_FOUND
+				// would have it pull again at once, a busy loop.
+				return errorf(req, protocol.SystemBusy, "broker %s holds as many long polls as it allows (%d, %d per connection); pull again later",
+					s.opts.BrokerName, s.opts.Hardening.MaxParkedPulls, s.opts.Hardening.MaxParkedPullsPerConn)
+			}
 		}
 	}
 	s.metrics.pulled(p, code, res)
