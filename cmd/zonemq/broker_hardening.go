@@ -21,4 +21,9 @@ func addHardeningFlags(fs *flag.FlagSet, h *broker.HardeningOptions) {
 		"most long-polling pulls held at once; more are answered SYSTEM_BUSY")
 	fs.IntVar(&h.MaxParkedPullsPerConn, "max-parked-pulls-per-conn", h.MaxParkedPullsPerConn,
 		"most long-polling pulls one connection may have held at once")
+	fs.IntVar(&h.MaxConnections, "max-connections", h.MaxConnections,
+		"most client connections; one more is closed at once")
+	fs.Int64Var(&h.MaxReceivingBytes, "max-receiving-bytes", h.MaxReceivingBytes,
+		"`bytes` of large frames (over 64 KiB) being received at once across all\n"+
+			"connections; further large frames wait unread")
 }

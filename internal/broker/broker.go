@@ -155,8 +155,10 @@ func New(opts Options) (*Server, error) {
 		// A frame holds at most one maximal message plus headers; batches
 		// are bounded by the same limit, so 16 MiB is ample unless the
 		// operator raises MaxMessageSize.
-		MaxFrameSize: max(remoting.DefaultMaxFrameSize, opts.MaxMessageSize+1<<20),
-		Logger:       logger,
+		MaxFrameSize:      max(remoting.DefaultMaxFrameSize, opts.MaxMessageSize+1<<20),
+		MaxConns:          opts.Hardening.MaxConnections,
+		MaxReceivingBytes: opts.Hardening.MaxReceivingBytes,
+		Logger:            logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
 )
 
@@ -28,6 +29,13 @@ type HardeningOptions struct {
 	MaxParkedPulls int
 	// MaxParkedPullsPerConn caps them per connection (default 4 096).
 	MaxParkedPullsPerConn int
+	// MaxConnections caps the client connections (--max-connections,
+	// default 10 000); one more is closed at once.
+	MaxConnections int
+	// MaxReceivingBytes bounds the bytes of large frames (over 64 KiB) being
+	// received across all connections (--max-receiving-bytes, default
+	// 256 MiB); further large frames wait unread.
+	MaxReceivingBytes int64
 }
 
 // DefaultMaxOpenQueueFiles is HardeningOptions.MaxOpenQueueFiles' default:
@@ -41,6 +49,8 @@ func NewHardeningOptions() HardeningOptions {
 		MaxOpenQueueFiles:     DefaultMaxOpenQueueFiles,
 		MaxParkedPulls:        50_000,
 		MaxParkedPullsPerConn: 4096,
+		MaxConnections:        10_000,
+		MaxReceivingBytes:     remoting.DefaultMaxReceivingBytes,
 	}
 }
 
@@ -64,5 +74,12 @@ func (h *HardeningOptions) validate() error {
 	}
 	fill(&h.MaxParkedPulls, def.MaxParkedPulls, "MaxParkedPulls (--max-parked-pulls)")
 	fill(&h.MaxParkedPullsPerConn, def.MaxParkedPullsPerConn, "MaxParkedPullsPerConn (--max-parked-pulls-per-conn)")
+	fill(&h.MaxConnections, def.MaxConnections, "MaxConnections (--max-connections)")
+	switch {
+	case h.MaxReceivingBytes == 0:
+		h.MaxReceivingBytes = def.MaxReceivingBytes
+	case h.MaxReceivingBytes < 1<<20:
+		errs = append(errs, fmt.Errorf("MaxReceivingBytes (--max-receiving-bytes) is %d; it must be ≥ 1 MiB", h.MaxReceivingBytes))
+	}
 	return errors.Join(errs...)
 }

@@ -51,6 +51,7 @@ type Conn struct {
 	idleTimeout  time.Duration
 	logger       *slog.Logger
 	dispatch     func(*Conn, *Command) // requests arriving on this conn
+	budget       *RecvBudget           // nil: large frames are not counted (recvlimits.go)
 
 	out outQueue
 
@@ -85,6 +86,7 @@ type connConfig struct {
 	idleTimeout  time.Duration
 	logger       *slog.Logger
 	dispatch     func(*Conn, *Command)
+	budget       *RecvBudget
 }
 
 func newConn(nc net.Conn, cfg connConfig) *Conn {
@@ -108,6 +110,7 @@ func newConn(nc net.Conn, cfg connConfig) *Conn {
 		idleTimeout:  cfg.idleTimeout,
 		logger:       cfg.logger.With("peer", remote),
 		dispatch:     cfg.dispatch,
+		budget:       cfg.budget,
 		pending:      make(map[int32]*call),
 		done:         make(chan struct{}),
 	}
@@ -187,7 +190,7 @@ func (c *Conn) readLoop() {
 			}
 		}
 		var cmd *Command
-		cmd, err = ReadFrame(c.reader, c.maxFrame)
+		cmd, err = c.readFrame()
 		if err != nil {
 			var fe *FrameError
 			if errors.As(err, &fe) || errors.Is(err, ErrFrameTooLarge) {

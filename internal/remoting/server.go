@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +39,13 @@ type ServerOptions struct {
 	// connection's requests are not read. 0 means DefaultMaxUnsentBytes,
 	// negative means no cap.
 	MaxUnsentBytes int
+	// MaxReceivingBytes bounds the bytes of large frames (over 64 KiB) being
+	// received across all connections; 0 means DefaultMaxReceivingBytes,
+	// negative no bound (recvlimits.go).
+	MaxReceivingBytes int64
+	// MaxConns caps the open connections; one more is closed at once
+	// (and logged). 0 means no cap.
+	MaxConns int
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
 	// TLS serves TLS on the listener (see tls.go); the zero value serves
@@ -61,6 +69,8 @@ type Server struct {
 	onConn   []func(*Conn)
 	conns    map[*Conn]struct{}
 	closing  bool
+	budget   *RecvBudget  // nil when MaxReceivingBytes < 0
+	refused  atomic.Int64 // connections closed by MaxConns
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -81,6 +91,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.MaxUnsentBytes == 0 {
 		opts.MaxUnsentBytes = DefaultMaxUnsentBytes
 	}
+	if opts.MaxReceivingBytes == 0 {
+		opts.MaxReceivingBytes = DefaultMaxReceivingBytes
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -100,6 +113,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		handlers: make(map[int32]Handler),
 		inline:   make(map[int32]bool),
 		conns:    make(map[*Conn]struct{}),
+		budget:   newServerBudget(opts.MaxReceivingBytes),
 		ctx:      ctx,
 		cancel:   cancel,
 	}, nil
@@ -188,6 +202,7 @@ func (s *Server) serveConn(nc net.Conn) {
 		writeTimeout: s.opts.WriteTimeout,
 		idleTimeout:  s.opts.IdleTimeout,
 		logger:       s.logger,
+		budget:       s.budget,
 		dispatch: func(c *Conn, req *Command) {
 			h, inline := s.handler(req.Code)
 			if inline {
@@ -207,6 +222,11 @@ func (s *Server) serveConn(nc net.Conn) {
 	if s.closing {
 		s.mu.Unlock()
 		nc.Close()
+		return
+	}
+	if s.opts.MaxConns > 0 && len(s.conns) >= s.opts.MaxConns {
+		s.mu.Unlock()
+		s.refuseConn(nc)
 		return
 	}
 	s.conns[c] = struct{}{}
