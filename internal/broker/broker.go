@@ -182,6 +182,7 @@ func New(opts Options) (*Server, error) {
 		cancel:    cancel,
 		done:      make(chan struct{}),
 	}
+	warnFDLimit(s.logger, opts.Hardening)
 	s.pulls = newPullHolder(s)
 	s.metrics = newBrokerMetrics(s)
 	s.loops = append(s.loops, s.pulls.expiryLoop)
