@@ -229,13 +229,14 @@ func New(opts Options) (*Server, error) {
 	if s.topics, err = loadTopicTable(st, s.logger, opts); err != nil {
 		return fail(err)
 	}
-	if err := s.checkStoredTopics(); err != nil {
-		return fail(err)
-	}
 	if s.groups, err = loadSubscriptionGroupTable(st, s.logger); err != nil {
 		return fail(err)
 	}
 	if s.repl, err = newReplication(s); err != nil {
+		return fail(err)
+	}
+	// After the role is known: a replica's table legitimately lags its log.
+	if err := s.checkStoredTopics(); err != nil {
 		return fail(err)
 	}
 	replOpts := remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger}

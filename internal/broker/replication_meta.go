@@ -25,8 +25,10 @@ func (t *topicTable) replaceAll(w protocol.TopicConfigSerializeWrapper) (bool, e
 	defer t.mu.Unlock()
 	changed := !maps.EqualFunc(t.configs, next, sameTopicConfig)
 	t.configs, t.version = next, w.DataVersion
-	if err := t.store.SaveMetadata(topicsMetadata, t.wrapperLocked()); err != nil {
-		return changed, fmt.Errorf("persisting the topic table copied from the master: %w", err)
+	// A snapshot and an empty journal: a journal left from before would be
+	// replayed over the master's table at the next start.
+	if err := t.compactLocked(); err != nil {
+		return changed, fmt.Errorf("copying the master's topic table: %w", err)
 	}
 	return changed, nil
 }
