@@ -34,7 +34,7 @@ func (s *Store) SaveMetadata(name string, v any) error {
 	}
 	s.metaMu.Lock()
 	defer s.metaMu.Unlock()
-	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+	if err := s.withReserve("metadata "+name, func() error { return writeFileAtomic(path, append(b, '\n')) }); err != nil {
 		return fmt.Errorf("store: save metadata %s: %w", name, err)
 	}
 	return nil

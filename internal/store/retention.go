@@ -14,6 +14,9 @@ func (s *Store) runRetention() {
 	if s.closed.Load() {
 		return
 	}
+	if !s.disk.full.Load() {
+		s.reserve.ensure() // recreated here, off the put path, once there is room
+	}
 	now := s.now()
 	cutoff := now.Add(-s.opts.FileReservedTime).UnixMilli()
 	segs := s.cl.snapshot()

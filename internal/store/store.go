@@ -56,7 +56,8 @@ type Store struct {
 	offsets *offsetTable
 	metaMu  sync.Mutex // serialises metadata file writes and reads
 
-	disk diskGuard
+	disk    diskGuard
+	reserve diskReserve // Dir/reserve: space held back for metadata (reserve.go)
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -116,6 +117,7 @@ func Open(opts Options) (*Store, error) {
 	if err := syncDir(opts.Dir); err != nil {
 		return fail(err)
 	}
+	s.reserve.path = filepath.Join(opts.Dir, "reserve")
 	if err := s.recover(unclean); err != nil {
 		return fail(err)
 	}
@@ -124,6 +126,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.disk.init(opts.DiskMaxUsedRatio)
 	s.refreshDisk()
+	if !s.disk.full.Load() {
+		s.reserve.ensure()
+	}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
