@@ -99,6 +99,11 @@ func TestBrokerNotDroppedUnderStorms(t *testing.T) {
 	}
 	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
 	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-storm", ns.Addr())
+	if raceDetector {
+		// The race detector multiplies memory several times over: a 256 MiB
+		// budget becomes a gigabyte and stalls a shared test machine.
+		opts.Hardening.MaxReceivingBytes = 64 << 20
+	}
 	s := startBroker(t, opts)
 	c := newRawClient(t)
 	createTopic(t, c, s.Addr(), "StormTopic", 8)
