@@ -67,7 +67,6 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxNums, 
 	res.Status = NoMatchedMessage
 	clMin := s.cl.minOffset()
 	var picked []cqEntry
-	var pickedAt []int64 // queue offset of each picked entry
 	limit := int64(max(maxScanEntries, maxNums))
 	chunk := make([]byte, scanChunkEntries*cqEntrySize)
 	pos, total := offset, 0
@@ -102,37 +101,43 @@ scan:
 				continue
 			}
 			picked = append(picked, e)
-			pickedAt = append(pickedAt, pos-1)
 			total += int(e.size)
 			res.Status = Found
 		}
 	}
 	res.NextBeginOffset = pos
 	if len(picked) > 0 {
-		s.takeVerified(&res, topic, queueID, picked, pickedAt)
+		s.takeVerified(&res, q, offset, picked)
 	}
 	return res
 }
 
-// takeVerified reads the picked records into res.Messages, verifying each.
-// A corrupt record ends the batch before it, so the consumer's next pull
-// starts at it again; when it is the first, res says MessageCorrupt.
-func (s *Store) takeVerified(res *GetResult, topic string, queueID int32, picked []cqEntry, pickedAt []int64) {
-	for i, rec := range s.readRecords(picked) {
+// takeVerified reads the picked records (scanned from queue offset from)
+// into res.Messages, verifying each. A corrupt record ends the batch before
+// it, so the consumer's next pull starts at it again; when it is the first,
+// res says MessageCorrupt.
+func (s *Store) takeVerified(res *GetResult, q *consumeQueue, from int64, picked []cqEntry) {
+	recs := s.readRecords(picked)
+	n := 0 // verified records, compacted in place: no second slice
+	for i, rec := range recs {
 		if rec == nil {
 			continue // deleted under us
 		}
 		if err := verifyRecord(rec, picked[i].phys); err != nil {
-			s.reportCorrupt("pull", topic, queueID, pickedAt[i], picked[i].phys, err)
-			res.NextBeginOffset = pickedAt[i]
-			if len(res.Messages) == 0 {
+			at := q.offsetOf(from, res.NextBeginOffset, picked[i].phys)
+			s.reportCorrupt("pull", q.topic, q.queueID, at, picked[i].phys, err)
+			res.NextBeginOffset = at
+			if n == 0 {
 				res.Status, res.CorruptOffset = MessageCorrupt, picked[i].phys
 			}
-			return
+			break
 		}
-		res.Messages = append(res.Messages, rec)
+		recs[n] = rec
+		n++
 	}
-	if len(res.Messages) == 0 {
+	if n > 0 {
+		res.Messages = recs[:n]
+	} else if res.Status != MessageCorrupt {
 		res.Status = MessageWasRemoving // deleted while we scanned
 	}
 }

@@ -39,3 +39,27 @@ func (s *Store) reportCorrupt(where, topic string, queueID int32, queueOffset, p
 // CorruptRecords returns how many times a read found a corrupt record since
 // Open (a record read twice counts twice). The broker exports it as a metric.
 func (s *Store) CorruptRecords() int64 { return s.corruptReads.Load() }
+
+// offsetOf returns the queue offset in [lo, hi) whose entry points at
+// commit-log offset phys, by binary search (entries point ever further into
+// the log); lo if none does. Used only on the rare corrupt-record path, so
+// the read path need not remember each entry's offset.
+func (q *consumeQueue) offsetOf(lo, hi, phys int64) int64 {
+	first := lo
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		e, err := q.entryAt(mid)
+		if err != nil {
+			return first
+		}
+		switch {
+		case e.phys == phys:
+			return mid
+		case e.phys < phys:
+			lo = mid + 1
+		default:
+			hi = mid
+		}
+	}
+	return first
+}
