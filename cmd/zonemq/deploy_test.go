@@ -97,6 +97,19 @@ func TestCLIDeploymentExamples(t *testing.T) {
 	t.Cleanup(func() { a.Shutdown(context.Background()) })
 	const topic = "DeployCheck"
 	testutil.NoError(t, a.CreateTopic(ctx, client.TopicSpec{Topic: topic, Queues: 2}))
+	// Brokers register a new topic with the name servers on their own
+	// schedule (topic registrations are paced): wait until every IDC's
+	// broker routes it, as `admin topic create` does.
+	testutil.Eventually(t, 20*time.Second, func() error {
+		r, err := a.TopicRoute(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if len(r.Brokers) != exampleIDCs {
+			return fmt.Errorf("the route of %s lists %d of %d brokers", topic, len(r.Brokers), exampleIDCs)
+		}
+		return nil
+	})
 	for n := 1; n <= exampleIDCs; n++ {
 		idcName := fmt.Sprintf("idc%d", n)
 		p, err := client.NewProducer(client.ProducerConfig{ClientConfig: client.ClientConfig{
