@@ -88,6 +88,13 @@ func TestControllerFailoverFencesTheOldMaster(t *testing.T) {
 		return nil
 	})
 
+	// The controller decides: a switchover or promotion sent to the brokers
+	// directly is refused, not fought over.
+	sw := protocol.ReplicaSwitchRequestHeader{BrokerName: "broker-c", To: 1}
+	expectCode(t, invoke(t, c, master.Addr(), protocol.ReplicaSwitch, sw.Ext(), nil), protocol.IllegalOperation, "switch in controller mode")
+	pr := protocol.ReplicaPromoteRequestHeader{BrokerName: "broker-c", LogEnd: -1}
+	expectCode(t, invoke(t, c, replica.Addr(), protocol.ReplicaPromote, pr.Ext(), nil), protocol.IllegalOperation, "promote in controller mode")
+
 	// Cut the master off the controller.
 	cutAt := time.Now()
 	cut.Store(true)

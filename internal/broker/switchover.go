@@ -25,6 +25,10 @@ func (s *Server) handleReplicaSwitch(ctx context.Context, c *remoting.Conn, req 
 	if resp := s.checkReplicaPeer(req, h.BrokerName, h.To); resp != nil {
 		return resp
 	}
+	if s.repl.controllerMode() {
+		return errorf(req, protocol.IllegalOperation, "broker group %s is managed by the failover controller: "+
+			"switch with 'zonemq admin controller elect --name %s --to ID'", s.opts.BrokerName, s.opts.BrokerName)
+	}
 	timeout := time.Duration(h.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 {
 		timeout = defaultSwitchTimeout
@@ -133,6 +137,10 @@ func (s *Server) handleReplicaPromote(ctx context.Context, c *remoting.Conn, req
 	}
 	if h.BrokerName != s.opts.BrokerName {
 		return errorf(req, protocol.SystemError, "this is broker %s, not %s", s.opts.BrokerName, h.BrokerName)
+	}
+	if s.repl.controllerMode() {
+		return errorf(req, protocol.IllegalOperation, "broker group %s is managed by the failover controller: "+
+			"promote with 'zonemq admin controller elect --name %s --to ID --force'", s.opts.BrokerName, s.opts.BrokerName)
 	}
 	r := s.repl
 	r.mu.Lock()
