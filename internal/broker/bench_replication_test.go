@@ -23,9 +23,12 @@ import (
 func BenchmarkReplicationSend(b *testing.B) {
 	for _, mode := range []string{"none", ReplicationAsync, ReplicationSync} {
 		b.Run("replication="+mode, func(b *testing.B) {
-			master := benchBroker(b, store.FlushAsync)
+			master := benchBrokerWith(b, store.FlushAsync, func(o *Options) {
+				if mode != "none" {
+					o.Replication = mode
+				}
+			})
 			if mode != "none" {
-				master.opts.Replication = mode
 				ropts := NewOptions()
 				ropts.Listen = "127.0.2.1:0"
 				ropts.IDC = "idc2"

@@ -30,6 +30,14 @@ const (
 // benchmark.
 func benchBroker(b *testing.B, flush store.FlushMode) *Server {
 	b.Helper()
+	return benchBrokerWith(b, flush, nil)
+}
+
+// benchBrokerWith is benchBroker with options adjusted before New (settings
+// such as Replication decide how requests are handled when the broker is
+// built).
+func benchBrokerWith(b *testing.B, flush store.FlushMode, mutate func(*Options)) *Server {
+	b.Helper()
 	opts := NewOptions()
 	opts.Listen = "127.0.1.1:0"
 	opts.IDC = "idc1"
@@ -38,6 +46,9 @@ func benchBroker(b *testing.B, flush store.FlushMode) *Server {
 	opts.SegmentSize = 64 << 20
 	opts.Flush = flush
 	opts.Logger = testLogger()
+	if mutate != nil {
+		mutate(&opts)
+	}
 	s, err := New(opts)
 	if err != nil {
 		b.Fatal(err)
