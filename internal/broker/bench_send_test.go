@@ -152,18 +152,27 @@ func BenchmarkBrokerPull(b *testing.B) {
 	const stored = 4096 // per queue, read round and round
 	s := benchBroker(b, store.FlushAsync)
 	c := benchClient(b, s.Addr())
+	benchFillQueues(b, c, s.Addr(), stored, func(int) map[string]string {
+		return map[string]string{protocol.PropertyTags: "TagA"}
+	})
+	benchPullLoop(b, c, s.Addr(), stored, "TagA", protocol.ExpressionTypeTag)
+}
+
+// benchFillQueues stores stored 1 KiB messages in each bench queue, in
+// batches to keep the set-up short; props gives message i's properties.
+func benchFillQueues(b *testing.B, c *remoting.Client, addr string, stored int, props func(i int) map[string]string) {
+	b.Helper()
 	body := make([]byte, benchBodySize)
 	for q := int32(0); q < benchQueues; q++ {
-		// Fill each queue with batches, to keep the set-up short.
 		var batch []byte
 		for i := 0; i < stored; i++ {
-			batch = append(batch, encodeBatchItem(0, body, protocol.EncodeProperties(map[string]string{protocol.PropertyTags: "TagA"}))...)
+			batch = append(batch, encodeBatchItem(0, body, protocol.EncodeProperties(props(i)))...)
 			if (i+1)%256 == 0 {
 				h := protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: protocol.SendMessageRequestHeader{
 					ProducerGroup: "bench_pg", Topic: benchTopic, DefaultTopic: protocol.AutoCreateTopicKey,
 					DefaultTopicQueueNums: 4, QueueID: q, BornTimestamp: time.Now().UnixMilli(), Batch: true,
 				}}
-				resp := benchInvoke(b, c, s.Addr(), protocol.SendBatchMessage, h.Ext(), batch)
+				resp := benchInvoke(b, c, addr, protocol.SendBatchMessage, h.Ext(), batch)
 				if resp.Code != int32(protocol.Success) {
 					b.Fatalf("fill queue %d: %s (%s)", q, protocol.ResponseCode(resp.Code), resp.Remark)
 				}
@@ -171,6 +180,12 @@ func BenchmarkBrokerPull(b *testing.B) {
 			}
 		}
 	}
+}
+
+// benchPullLoop measures pulls of benchPullBatch messages from parallel
+// callers, round and round the stored messages, with the subscription sub.
+func benchPullLoop(b *testing.B, c *remoting.Client, addr string, stored int, sub, exprType string) {
+	b.Helper()
 	var next atomic.Int64
 	b.SetBytes(benchPullBatch * benchBodySize)
 	b.ReportAllocs()
@@ -181,10 +196,10 @@ func BenchmarkBrokerPull(b *testing.B) {
 			n := next.Add(1)
 			h := protocol.PullMessageRequestHeader{
 				ConsumerGroup: "bench_cg", Topic: benchTopic, QueueID: int32(n % benchQueues),
-				QueueOffset: (n / benchQueues * benchPullBatch) % (stored - benchPullBatch), MaxMsgNums: benchPullBatch,
-				SysFlag: protocol.PullFlagSubscription, Subscription: "TagA", ExpressionType: protocol.ExpressionTypeTag,
+				QueueOffset: (n / benchQueues * benchPullBatch) % int64(stored-benchPullBatch), MaxMsgNums: benchPullBatch,
+				SysFlag: protocol.PullFlagSubscription, Subscription: sub, ExpressionType: exprType,
 			}
-			resp, err := c.Invoke(ctx, s.Addr(), remoting.NewRequest(int32(protocol.PullMessage), h.Ext(), nil))
+			resp, err := c.Invoke(ctx, addr, remoting.NewRequest(int32(protocol.PullMessage), h.Ext(), nil))
 			if err != nil {
 				b.Fatal(err)
 			}

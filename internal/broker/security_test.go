@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -173,39 +172,7 @@ func TestBrokerACLRocketMQClient(t *testing.T) {
 	testutil.NoError(t, err, "NewDefaultProducer")
 	testutil.NoError(t, p.Start(), "producer Start")
 	t.Cleanup(func() { p.Shutdown() })
-	const n = 20
-	var want []string
-	for i := range n {
-		key := fmt.Sprintf("acl-%d", i)
-		want = append(want, key)
-		r, err := p.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte(key)).WithKeys([]string{key}))
-		testutil.NoError(t, err, "SendSync with credentials")
-		testutil.Equal(t, r.Status, primitive.SendOK, "send status")
-	}
-
-	got := newReceived()
-	var once sync.Once
-	c, err := consumer.NewPushConsumer(
-		consumer.WithGroupName("acl_consumer"),
-		consumer.WithInstance(instanceName("acl-c"+runToken)),
-		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-		consumer.WithCredentials(creds),
-	)
-	testutil.NoError(t, err, "NewPushConsumer")
-	testutil.NoError(t, c.Subscribe(aclTopic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
-		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-			got.add(msgs...)
-			return consumer.ConsumeSuccess, nil
-		}), "Subscribe")
-	testutil.NoError(t, c.Start(), "consumer Start")
-	t.Cleanup(func() { once.Do(func() { c.Shutdown() }) })
-	testutil.Eventually(t, 60*time.Second, func() error {
-		if m := missing(want, got); len(m) > 0 {
-			return fmt.Errorf("not consumed yet: %v", m)
-		}
-		return nil
-	})
+	rmqRoundTrip(t, p.SendSync, ns.Addr(), aclTopic, "acl", "acl_consumer", consumer.WithCredentials(creds))
 }
 
 // TestBrokerRouteHealsAfterForeignDelete: a client's DELETE_TOPIC_IN_NAMESRV
@@ -238,4 +205,42 @@ func TestBrokerRouteHealsAfterForeignDelete(t *testing.T) {
 	testutil.NoError(t, err)
 	testutil.Equal(t, addr+" "+zone, s.Addr()+" idc1", "registered address and IDC")
 	waitRoute(t, raw, ns.Addr(), topic, s)
+}
+
+// rmqRoundTrip sends n keyed messages to topic with send (a configured
+// rocketmq-client-go producer's SendSync), each answered SEND_OK, and waits
+// until a rocketmq-client-go push consumer of group, built with opts on top
+// of the name server and instance options, has consumed every one.
+func rmqRoundTrip(t *testing.T, send func(context.Context, ...*primitive.Message) (*primitive.SendResult, error),
+	nsAddr, topic, prefix, group string, opts ...consumer.Option) {
+	t.Helper()
+	var want []string
+	for i := range 20 {
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		want = append(want, key)
+		r, err := send(context.Background(), primitive.NewMessage(topic, []byte(key)).WithKeys([]string{key}))
+		testutil.NoError(t, err, "SendSync", key)
+		testutil.Equal(t, r.Status, primitive.SendOK, "send status")
+	}
+	got := newReceived()
+	c, err := consumer.NewPushConsumer(append([]consumer.Option{
+		consumer.WithGroupName(group),
+		consumer.WithInstance(instanceName(prefix + "-c" + runToken)),
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{nsAddr})),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	}, opts...)...)
+	testutil.NoError(t, err, "NewPushConsumer")
+	testutil.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			got.add(msgs...)
+			return consumer.ConsumeSuccess, nil
+		}), "Subscribe")
+	testutil.NoError(t, c.Start(), "consumer Start")
+	t.Cleanup(func() { c.Shutdown() })
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if m := missing(want, got); len(m) > 0 {
+			return fmt.Errorf("not consumed yet: %v", m)
+		}
+		return nil
+	})
 }

@@ -2,10 +2,8 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -75,38 +73,7 @@ func TestBrokerTLSRocketMQClient(t *testing.T) {
 	testutil.NoError(t, err, "NewDefaultProducer")
 	testutil.NoError(t, p.Start(), "producer Start")
 	t.Cleanup(func() { p.Shutdown() })
-	var want []string
-	for i := range 20 {
-		key := fmt.Sprintf("tls-%d", i)
-		want = append(want, key)
-		r, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte(key)).WithKeys([]string{key}))
-		testutil.NoError(t, err, "SendSync over TLS")
-		testutil.Equal(t, r.Status, primitive.SendOK, "send status")
-	}
-
-	got := newReceived()
-	var once sync.Once
-	c, err := consumer.NewPushConsumer(
-		consumer.WithGroupName("tls_consumer"),
-		consumer.WithInstance(instanceName("tls-c"+runToken)),
-		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-		consumer.WithTls(true),
-	)
-	testutil.NoError(t, err, "NewPushConsumer")
-	testutil.NoError(t, c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
-		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-			got.add(msgs...)
-			return consumer.ConsumeSuccess, nil
-		}), "Subscribe")
-	testutil.NoError(t, c.Start(), "consumer Start")
-	t.Cleanup(func() { once.Do(func() { c.Shutdown() }) })
-	testutil.Eventually(t, 60*time.Second, func() error {
-		if m := missing(want, got); len(m) > 0 {
-			return fmt.Errorf("not consumed yet: %v", m)
-		}
-		return nil
-	})
+	rmqRoundTrip(t, p.SendSync, ns.Addr(), topic, "tls", "tls_consumer", consumer.WithTls(true))
 }
 
 // TestBrokerTLSPermissive: during a migration one port serves TLS and
