@@ -178,7 +178,11 @@ func TestConsumerMovesOnSilenceBeforeExpiry(t *testing.T) {
 	holds := func(c *client.PushConsumer, broker string, want int) func() error {
 		return func() error {
 			if n := len(queuesOf(c, topic, broker)); n != want {
-				return fmt.Errorf("holds %d of %s's queues, want %d (all: %v)", n, broker, want, sortedQueues(c.Queues()))
+				// Everything that decides a hand-over, for a failure's
+				// message: both consumers' queues and idc2's lock table.
+				return fmt.Errorf("holds %d of %s's queues, want %d (all: %v; c1 %s: %v; c2 %s: %v; idc2 broker's locks: %v)",
+					n, broker, want, sortedQueues(c.Queues()), c1.ClientID(), sortedQueues(c1.Queues()),
+					c2.ClientID(), sortedQueues(c2.Queues()), rig.c.QueueLockOwners(2, group))
 			}
 			return nil
 		}

@@ -295,13 +295,57 @@ func (pc *PushConsumer) releaseQueues(ctx context.Context, pqs []*processQueue, 
 			}
 			pc.commit(ctx, pq)
 			if unlock {
-				if err := pc.c.unlockBatch(ctx, pq.broker.readAddr(), pc.cfg.Group, []MessageQueue{pq.mq}); err != nil {
-					pc.c.logger.Debug("unlock failed", "queue", pq.mq, "err", err)
-				}
+				pc.unlockReleased(pq)
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// unlockRetryFor bounds how long a released queue's failed unlock is
+// retried in the background.
+const unlockRetryFor = 10 * time.Second
+
+// unlockReleased frees the lock of a queue this consumer let go. Its next
+// owner cannot lock it before (a broker keeps a live member's lock for its
+// whole lease, a minute), so the unlock does not share the hand-over's
+// deadline, which waiting for the handlers may have used up: it has a
+// request timeout of its own, and one that fails is retried in the
+// background for a while, unless this consumer takes the queue back. The
+// retries hold rebalanceMu (tried, never waited for: Close holds it while
+// it waits for the background work), so no rebalance can lock the queue
+// again between the check and a late unlock that would free the new lock.
+func (pc *PushConsumer) unlockReleased(pq *processQueue) {
+	addr := pq.broker.readAddr()
+	try := func(ctx context.Context) error {
+		uctx, cancel := context.WithTimeout(ctx, pc.c.cfg.RequestTimeout)
+		defer cancel()
+		err := pc.c.unlockBatch(uctx, addr, pc.cfg.Group, []MessageQueue{pq.mq})
+		if err != nil {
+			pc.c.logger.Debug("unlock failed", "queue", pq.mq, "broker", addr, "err", err)
+		}
+		return err
+	}
+	if try(pc.c.ctx) == nil {
+		return
+	}
+	pc.c.goLoop(func(ctx context.Context) {
+		deadline := time.Now().Add(unlockRetryFor)
+		for time.Now().Before(deadline) && sleepCtx(ctx, 200*time.Millisecond) {
+			if !pc.rebalanceMu.TryLock() {
+				continue // a rebalance (or Close) runs: look again after it
+			}
+			pc.mu.Lock()
+			_, retaken := pc.queues[pq.mq]
+			closing := pc.closing
+			pc.mu.Unlock()
+			done := retaken || closing || try(ctx) == nil
+			pc.rebalanceMu.Unlock()
+			if done {
+				return
+			}
+		}
+	})
 }
 
 // acquire takes the queues in add: per broker, in parallel, it locks them

@@ -306,6 +306,22 @@ func (c *Cluster) BrokerAddr(n int) string {
 	return c.node(n).brokerAddr
 }
 
+// QueueLockOwners is IDC n's broker's lock table for group, as
+// "topic#queue" → owner client id; nil while that broker is stopped.
+func (c *Cluster) QueueLockOwners(n int, group string) map[string]string {
+	c.mu.Lock()
+	srv := c.node(n).broker
+	c.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for mq, owner := range srv.QueueLockOwners(group) {
+		out[fmt.Sprintf("%s#%d", mq.Topic, mq.QueueID)] = owner
+	}
+	return out
+}
+
 // ClientConfig is a client config for a client living in IDC n: its own
 // IDC's address server first, then the others, and connections bound to
 // 127.0.n.1.
