@@ -39,6 +39,7 @@ func TestClientReplicaServesAfterIDCLoss(t *testing.T) {
 	keys, results := sendN(t, p1, topic, "lost-idc", 200)
 	for _, r := range results {
 		testutil.Equal(t, r.BrokerName, devcluster.BrokerName(1), "idc1's producer sends locally")
+		testutil.True(t, r.Epoch > 0, "the acknowledgement names the master's epoch", r.Epoch)
 	}
 	c.StopBroker(1) // idc1's master and the replica it hosts for idc2
 

@@ -64,6 +64,10 @@ type SendResult struct {
 	BrokerName string
 	BrokerAddr string
 	IDC        string
+	// Epoch is the replication epoch of the master that acknowledged (its
+	// term as master, from the controller or its own promotion); 0 from a
+	// broker without a group or from a stock broker.
+	Epoch int64
 }
 
 // sender is the send machinery of a Producer (and of a consumer's
@@ -422,6 +426,9 @@ func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*Sen
 	}
 	if v, err := strconv.ParseInt(resp.Ext("queueOffset"), 10, 64); err == nil {
 		res.QueueOffset = v
+	}
+	if v, err := strconv.ParseInt(resp.Ext(protocol.ExtBrokerEpoch), 10, 64); err == nil {
+		res.Epoch = v
 	}
 	return res, nil
 }

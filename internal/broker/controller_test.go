@@ -11,6 +11,7 @@ import (
 
 	"github.com/zonemq/zonemq/internal/controller"
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -95,6 +96,19 @@ func TestControllerFailoverFencesTheOldMaster(t *testing.T) {
 	pr := protocol.ReplicaPromoteRequestHeader{BrokerName: "broker-c", LogEnd: -1}
 	expectCode(t, invoke(t, c, replica.Addr(), protocol.ReplicaPromote, pr.Ext(), nil), protocol.IllegalOperation, "promote in controller mode")
 
+	// Acknowledgements name the epoch they were given under.
+	epochOf := func(resp *remoting.Command) int64 {
+		t.Helper()
+		var h protocol.SendMessageResponseHeader
+		testutil.NoError(t, h.SetExt(resp.ExtFields), "send response header")
+		return h.BrokerEpoch
+	}
+	first := sendRaw(t, c, master.Addr(), "CtrlTopic", 0, map[string]string{"KEYS": "epoch-1"}, []byte("x"))
+	expectCode(t, first, protocol.Success, "send before the cut")
+	acked = append(acked, "epoch-1")
+	oldEpoch := epochOf(first)
+	testutil.True(t, oldEpoch > 0, "the master's acknowledgement carries its epoch", oldEpoch)
+
 	// Cut the master off the controller.
 	cutAt := time.Now()
 	cut.Store(true)
@@ -121,6 +135,9 @@ func TestControllerFailoverFencesTheOldMaster(t *testing.T) {
 		}
 		elected = time.Since(cutAt)
 		acked = append(acked, "new-0")
+		if e := epochOf(resp); e <= oldEpoch {
+			t.Fatalf("the new master acknowledged under epoch %d, not above the old master's %d", e, oldEpoch)
+		}
 		return nil
 	})
 	t.Logf("master cut off: it stopped acknowledging after %s; the new master took a write %s after the cut (lease %s)",

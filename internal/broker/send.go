@@ -260,6 +260,9 @@ func (s *Server) sendResponse(req *remoting.Command, res store.PutResult, msgID 
 		MsgID: msgID, QueueID: queueID, QueueOffset: res.QueueOffset, TransactionID: uniqKey,
 		MsgRegion: DefaultRegion, TraceOn: true,
 	}
+	if s.repl != nil {
+		rh.BrokerEpoch = s.repl.epoch()
+	}
 	resp.ExtFields = rh.Ext()
 	return resp
 }

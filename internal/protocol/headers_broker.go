@@ -152,15 +152,26 @@ type SendMessageResponseHeader struct {
 	TransactionID string // optional: the message's UNIQ_KEY
 	MsgRegion     string // MSG_REGION
 	TraceOn       bool   // TRACE_ON
+	// BrokerEpoch (zonemq, "brokerEpoch") is the replication epoch of the
+	// master that acknowledged; absent (0) on a broker without a group.
+	// Stock clients ignore it; the drill's checker compares it with the
+	// controller's history.
+	BrokerEpoch int64
 }
 
 // Ext renders the header.
 func (h *SendMessageResponseHeader) Ext() map[string]string {
-	w := newExtWriter(6)
+	w := newExtWriter(7)
 	w.Str("msgId", h.MsgID).Int("queueId", int64(h.QueueID)).Int("queueOffset", h.QueueOffset).
 		OptStr("transactionId", h.TransactionID).Str(PropertyMsgRegion, h.MsgRegion).Bool(PropertyTraceSwitch, h.TraceOn)
+	if h.BrokerEpoch != 0 {
+		w.Int(ExtBrokerEpoch, h.BrokerEpoch)
+	}
 	return w
 }
+
+// ExtBrokerEpoch is the send response field carrying BrokerEpoch.
+const ExtBrokerEpoch = "brokerEpoch"
 
 // SetExt reads the header.
 func (h *SendMessageResponseHeader) SetExt(ext map[string]string) error {
@@ -171,6 +182,7 @@ func (h *SendMessageResponseHeader) SetExt(ext map[string]string) error {
 	h.TransactionID = r.OptString("transactionId")
 	h.MsgRegion = r.OptString(PropertyMsgRegion)
 	h.TraceOn = r.OptBool(PropertyTraceSwitch, false)
+	h.BrokerEpoch = r.OptInt64(ExtBrokerEpoch, 0)
 	return r.Err()
 }
 
