@@ -84,8 +84,16 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 		"`file` of key=value lines, keys being these flag names without '--' ('#' comments);\n"+
 			"flags given on the command line win")
 	ctrl := addNamesrvControllerFlags(fs)
+	controllerAddrs := fs.String("controller-addrs", "",
+		"failover controller voters' request addresses `'host:port,…'`: a master they elected takes its\n"+
+			"group's master slot at once, even while the master it replaced still holds it\n"+
+			"(default: this process's own voter with --controller, else none; docs/controller.md)")
 	if err := parseFlags(fs, args, namesrvAliases); err != nil {
 		return opts, nil, "", err
+	}
+	opts.ControllerAddrs = splitAddrs(*controllerAddrs)
+	if len(opts.ControllerAddrs) == 0 && ctrl.enabled {
+		opts.ControllerAddrs = []string{ctrl.opts.Listen}
 	}
 	mode, err := serverTLS.parse()
 	if err != nil {

@@ -134,6 +134,11 @@ func (r *replication) invokeController(ctx context.Context, req *remoting.Comman
 			addrs = append(addrs[:i+1], append([]string{nl.LeaderAddr}, addrs[i+1:]...)...)
 			continue
 		}
+		if resp.Code != int32(protocol.ServiceNotAvailable) {
+			// The leader answered and said no: asking the others would
+			// only repeat it.
+			return nil, &protocol.Error{Code: protocol.ResponseCode(resp.Code), Remark: resp.Remark}
+		}
 		errs = append(errs, &protocol.Error{Code: protocol.ResponseCode(resp.Code), Remark: resp.Remark})
 	}
 	return nil, fmt.Errorf("no controller leader answered: %w", errors.Join(errs...))

@@ -2,14 +2,18 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/controller"
+	"github.com/zonemq/zonemq/internal/namesrv"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -89,10 +93,9 @@ func TestControllerFailoverFencesTheOldMaster(t *testing.T) {
 		return nil
 	})
 
-	// The controller decides: a switchover or promotion sent to the brokers
-	// directly is refused, not fought over.
-	sw := protocol.ReplicaSwitchRequestHeader{BrokerName: "broker-c", To: 1}
-	expectCode(t, invoke(t, c, master.Addr(), protocol.ReplicaSwitch, sw.Ext(), nil), protocol.IllegalOperation, "switch in controller mode")
+	// The controller decides: a promotion sent to a broker directly is
+	// refused, not fought over (a switchover goes through the controller:
+	// TestControllerSwitchoverGoesThroughTheController).
 	pr := protocol.ReplicaPromoteRequestHeader{BrokerName: "broker-c", LogEnd: -1}
 	expectCode(t, invoke(t, c, replica.Addr(), protocol.ReplicaPromote, pr.Ext(), nil), protocol.IllegalOperation, "promote in controller mode")
 
@@ -165,4 +168,217 @@ func TestControllerFailoverFencesTheOldMaster(t *testing.T) {
 	}
 	old := readKeys(t, c, master.Addr(), "CtrlTopic", 4)
 	testutil.Equal(t, len(old), len(keys), "the old master holds the new master's log")
+}
+
+// TestElectedMasterReplacesAFrozenMasterInTheRoutes: a master freezes
+// towards its name server (the connection stays open and nothing passes, as
+// under SIGSTOP) and is cut off from the controller. The controller elects
+// the replica, and the name server, which knows the controllers, lists the
+// new master at id 0 as soon as it confirms the election — not after the old
+// registration's expiry, a minute here.
+func TestElectedMasterReplacesAFrozenMasterInTheRoutes(t *testing.T) {
+	const lease = 600 * time.Millisecond
+	ctrl := startControllers(t, lease)
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", func(o *namesrv.Options) {
+		o.BrokerExpiry = time.Minute
+		o.ControllerAddrs = ctrl
+	})
+	px, err := testutil.NewProxy("127.0.1.1:0", ns.Addr())
+	testutil.NoError(t, err, "proxy")
+	t.Cleanup(func() { px.Close() })
+
+	var cut atomic.Bool
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if cut.Load() {
+			return nil, errors.New("test: the link to the controller is cut")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	mopts := groupOptions(t, 1, "broker-f", 0, ReplicationSync, px.Addr())
+	mopts.ControllerAddrs = ctrl
+	mopts.controllerDial = dial
+	mopts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	mopts.NamesrvTimeout = time.Minute // a frozen process closes nothing
+	master, _ := runBroker(t, mopts)
+	// Cleanups run last-in first-out: the proxy closes before the master
+	// stops, or its unregistration would wait out NamesrvTimeout.
+	t.Cleanup(func() { px.Close() })
+	ropts := groupOptions(t, 2, "broker-f", 1, ReplicationSync, ns.Addr())
+	ropts.ControllerAddrs = ctrl
+	ropts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	replica, _ := runBroker(t, ropts)
+
+	c := newRawClient(t)
+	createTopic(t, c, master.Addr(), "FrozenTopic", 4)
+	waitInSync(t, master, 1)
+	listedMaster := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.Invoke(ctx, ns.Addr(), remoting.NewRequest(int32(protocol.GetRouteInfoByTopic), map[string]string{"topic": "FrozenTopic"}, nil))
+		if err != nil || resp.Code != int32(protocol.Success) {
+			return ""
+		}
+		r, err := protocol.DecodeTopicRouteData(resp.Body)
+		if err != nil {
+			return ""
+		}
+		for _, bd := range r.BrokerDatas {
+			if bd.BrokerName == "broker-f" {
+				return bd.BrokerAddrs[protocol.MasterID]
+			}
+		}
+		return ""
+	}
+	testutil.Eventually(t, 15*time.Second, func() error {
+		if got := listedMaster(); got != master.Addr() {
+			return fmt.Errorf("the name server lists %q at id 0, want the master %s", got, master.Addr())
+		}
+		if resp := sendRaw(t, c, master.Addr(), "FrozenTopic", 0, nil, []byte("x")); resp.Code != int32(protocol.Success) {
+			return fmt.Errorf("the master does not acknowledge yet: %s", resp.Remark)
+		}
+		return nil
+	})
+
+	frozenAt := time.Now()
+	px.Blackhole(true)
+	cut.Store(true)
+	for _, a := range master.repl.ctrlClient.Addrs() {
+		master.repl.ctrlClient.CloseConn(a)
+	}
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if got := listedMaster(); got != replica.Addr() {
+			return fmt.Errorf("the name server lists %q at id 0, want the elected replica %s", got, replica.Addr())
+		}
+		return nil
+	})
+	t.Logf("frozen master: the name server listed the elected master %s after the freeze", time.Since(frozenAt).Round(time.Millisecond))
+}
+
+// TestControllerSwitchoverGoesThroughTheController: REPLICA_SWITCH (`zonemq
+// admin broker switch`) sent to a controller-run master pauses its writes,
+// lets the replica catch up, has the controller elect it, and steps down —
+// in an async group, under load, with nothing acknowledged lost; and back
+// again to the broker of id 0.
+func TestControllerSwitchoverGoesThroughTheController(t *testing.T) {
+	ctrl := startControllers(t, 600*time.Millisecond)
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", func(o *namesrv.Options) { o.ControllerAddrs = ctrl })
+	mopts := groupOptions(t, 1, "broker-s", 0, ReplicationAsync, ns.Addr())
+	mopts.ControllerAddrs = ctrl
+	mopts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	b0, _ := runBroker(t, mopts)
+	ropts := groupOptions(t, 2, "broker-s", 1, ReplicationAsync, ns.Addr())
+	ropts.ControllerAddrs = ctrl
+	ropts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	b1, _ := runBroker(t, ropts)
+
+	c := newRawClient(t)
+	createTopic(t, c, b0.Addr(), "SwitchTopic", 4)
+	waitInSync(t, b0, 1)
+	// The controller elects only live members it knows in sync.
+	waitControllerInSync := func(id int64) {
+		t.Helper()
+		testutil.Eventually(t, 15*time.Second, func() error {
+			for _, addr := range ctrl {
+				resp := invoke(t, c, addr, protocol.ControllerGetStatus, nil, nil)
+				var st protocol.ControllerStatus
+				if err := json.Unmarshal(resp.Body, &st); err != nil {
+					return err
+				}
+				if !st.IsLeader {
+					continue
+				}
+				for _, g := range st.Groups {
+					if g.BrokerName != "broker-s" || !slices.Contains(g.InSync, id) {
+						continue
+					}
+					for _, m := range g.Members {
+						if m.ID == id && m.Alive {
+							return nil
+						}
+					}
+				}
+				return fmt.Errorf("the controller's view lacks broker %d in sync: %+v", id, st.Groups)
+			}
+			return fmt.Errorf("no controller leader")
+		})
+	}
+	waitControllerInSync(1)
+	testutil.Eventually(t, 15*time.Second, func() error {
+		if resp := sendRaw(t, c, b0.Addr(), "SwitchTopic", 0, nil, []byte("x")); resp.Code != int32(protocol.Success) {
+			return fmt.Errorf("the master does not acknowledge yet: %s", resp.Remark)
+		}
+		return nil
+	})
+
+	// Writers to whichever broker is master, during both switches.
+	var mu sync.Mutex
+	var acked []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("w%d-%d", w, i)
+				for _, b := range []*Server{b0, b1} {
+					h := protocol.SendMessageRequestHeader{
+						ProducerGroup: "raw_pg", Topic: "SwitchTopic", DefaultTopic: protocol.AutoCreateTopicKey, DefaultTopicQueueNums: 4,
+						QueueID: int32(i % 4), BornTimestamp: time.Now().UnixMilli(), Properties: protocol.EncodeProperties(map[string]string{"KEYS": key}),
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					resp, err := c.Invoke(ctx, b.Addr(), remoting.NewRequest(int32(protocol.SendMessage), h.Ext(), []byte(key)))
+					cancel()
+					if err == nil && resp.Code == int32(protocol.Success) {
+						mu.Lock()
+						acked = append(acked, key)
+						mu.Unlock()
+						break
+					}
+				}
+			}
+		}()
+	}
+	var stopOnce sync.Once
+	stopWriters := func() { stopOnce.Do(func() { close(stop); wg.Wait() }) }
+	t.Cleanup(stopWriters) // before the brokers and the client close
+	switchTo := func(master *Server, to int64, next *Server) {
+		t.Helper()
+		sw := protocol.ReplicaSwitchRequestHeader{BrokerName: "broker-s", To: to}
+		resp := invoke(t, c, master.Addr(), protocol.ReplicaSwitch, sw.Ext(), nil)
+		expectCode(t, resp, protocol.Success, "switch through the controller")
+		testutil.Equal(t, resp.ExtFields["newMaster"], next.Addr(), "the controller's new master")
+		testutil.True(t, !master.IsMaster(), "the old master stepped down before answering")
+		testutil.Eventually(t, 10*time.Second, func() error {
+			if !next.IsMaster() {
+				return fmt.Errorf("broker %d is not master yet", to)
+			}
+			return nil
+		})
+	}
+	switchTo(b0, 1, b1)
+	// A broker that is not the master refuses, and names itself.
+	sw := protocol.ReplicaSwitchRequestHeader{BrokerName: "broker-s", To: 1}
+	expectCode(t, invoke(t, c, b0.Addr(), protocol.ReplicaSwitch, sw.Ext(), nil), protocol.ServiceNotAvailable, "switch sent to a replica")
+	waitInSync(t, b1, 1)
+	waitControllerInSync(0)
+	switchTo(b1, 0, b0)
+	stopWriters()
+
+	waitCaughtUp(t, b0, b1)
+	keys := readKeys(t, c, b0.Addr(), "SwitchTopic", 4)
+	mu.Lock()
+	defer mu.Unlock()
+	testutil.True(t, len(acked) > 0, "writes were acknowledged during the switches")
+	for _, k := range acked {
+		if keys[k] == 0 {
+			t.Fatalf("acknowledged key %s missing after two switchovers (%d acknowledged)", k, len(acked))
+		}
+	}
 }

@@ -337,6 +337,12 @@ func (r *registrar) registerRequest() *remoting.Command {
 		BrokerName: o.BrokerName, BrokerAddr: r.s.addr, ClusterName: o.Cluster, HAServerAddr: r.s.addr,
 		BrokerID: r.s.repl.regID.Load(), BodyCRC32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF), ZoneName: o.IDC,
 	}
+	if h.BrokerID == protocol.MasterID && r.s.repl.controllerMode() {
+		// Elected by the controller: name servers that know the
+		// controllers give us the master's slot even while the master we
+		// replaced still holds it (frozen, or cut off from the controller).
+		h.MasterEpoch = r.s.repl.epoch()
+	}
 	return r.s.signRequest(remoting.NewRequest(int32(protocol.RegisterBroker), h.Ext(), body))
 }
 

@@ -22,12 +22,11 @@ func (s *Server) handleReplicaSwitch(ctx context.Context, c *remoting.Conn, req 
 	if err := h.SetExt(req.ExtFields); err != nil {
 		return badHeader(req, err)
 	}
+	if s.repl.controllerMode() {
+		return s.switchThroughController(ctx, req, h)
+	}
 	if resp := s.checkReplicaPeer(req, h.BrokerName, h.To); resp != nil {
 		return resp
-	}
-	if s.repl.controllerMode() {
-		return errorf(req, protocol.IllegalOperation, "broker group %s is managed by the failover controller: "+
-			"switch with 'zonemq admin controller elect --name %s --to ID'", s.opts.BrokerName, s.opts.BrokerName)
 	}
 	timeout := time.Duration(h.TimeoutMillis) * time.Millisecond
 	if timeout <= 0 {

@@ -72,6 +72,7 @@ func (s *Server) handleRegisterBroker(_ context.Context, conn *remoting.Conn, re
 	if errors.Is(err, errRegistrationHeld) {
 		s.logger.Warn("registration refused: the broker is live on another connection", "brokerName", h.BrokerName,
 			"brokerAddr", h.BrokerAddr, "brokerId", h.BrokerID, "zone", h.ZoneName, "peer", conn.RemoteAddr(), "err", err)
+		s.confirmElected(conn, &h)
 		return reply(req, protocol.NoPermission, err.Error())
 	}
 	if err != nil {

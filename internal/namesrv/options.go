@@ -59,6 +59,13 @@ type Options struct {
 	TLSMode     remoting.TLSMode
 	TLSCertFile string
 	TLSKeyFile  string
+	// ControllerAddrs are failover controller voters' request addresses
+	// (--controller-addrs). With them, a master the controller elected
+	// takes the master's slot of its group at once, even while the master
+	// it replaced still holds it (frozen or cut off): the name server
+	// confirms the election with a voter first (elected.go). Empty: a held
+	// slot frees only when its holder's connection closes or it expires.
+	ControllerAddrs []string
 	// MetricsListen, when set, is the "host:port" serving Prometheus metrics
 	// at /metrics (--metrics-listen; port 0 picks one, MetricsAddr reports
 	// it). docs/metrics.md lists the metrics.

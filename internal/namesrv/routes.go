@@ -30,6 +30,9 @@ type brokerLive struct {
 	timeout      time.Duration
 	dataVersion  protocol.DataVersion
 	conn         *remoting.Conn
+	// masterEpoch is the controller epoch its registration claimed (0
+	// outside controller mode); see elected.go.
+	masterEpoch int64
 	// needFull asks the broker for a full registration: a client deleted
 	// one of its topics from the routes, and only the broker's own topic
 	// table says whether it still hosts it.
@@ -182,6 +185,7 @@ func (t *routeTable) applyRegistrationLocked(h *protocol.RegisterBrokerRequestHe
 	live.haServerAddr = h.HAServerAddr
 	live.lastUpdate = now
 	live.timeout = t.brokerTimeout(h.HeartbeatTimeoutMillis)
+	live.masterEpoch = h.MasterEpoch
 	if reg.hasBody {
 		live.dataVersion = reg.dataVersion
 		live.needFull = false

@@ -30,6 +30,7 @@ type Server struct {
 	acl       *acl.Checker      // nil: ACL off
 	metrics   *namesrvMetrics   // metrics.go
 	metricsEP *metrics.Endpoint // --metrics-listen; nil when unset
+	elected   *electedChecks    // elected.go; nil without ControllerAddrs
 
 	lifeMu  sync.Mutex // guards started and stopped
 	started bool
@@ -97,9 +98,11 @@ func New(opts Options) (*Server, error) {
 		metrics: newNamesrvMetrics(opts.IDC),
 		stop:    make(chan struct{}),
 	}
+	s.elected = newElectedChecks(opts.ControllerAddrs, s)
 	rs.OnConnect(func(c *remoting.Conn) { c.OnClose(s.connClosed) })
 	s.registerHandlers()
 	if s.metricsEP, err = s.listenMetrics(); err != nil {
+		s.elected.close()
 		rs.Close()
 		return nil, err
 	}
@@ -206,6 +209,7 @@ func (s *Server) Shutdown() {
 	}
 	s.lifeMu.Unlock()
 	s.wg.Wait()
+	s.elected.close()
 }
 
 func (s *Server) stopping() bool {

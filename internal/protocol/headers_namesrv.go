@@ -52,6 +52,11 @@ type RegisterBrokerRequestHeader struct {
 	// ZoneName is the broker's IDC. On the wire it is written both as
 	// zoneName and as RocketMQ 5's __ZONE_NAME; reading prefers __ZONE_NAME.
 	ZoneName string
+	// MasterEpoch (zonemq, "masterEpoch") is set by a master a failover
+	// controller elected: the epoch it was elected at. A name server that
+	// knows the controllers may give such a master the id-0 slot at once,
+	// taking it from a replaced master that still holds it (docs/controller.md).
+	MasterEpoch int64
 }
 
 // Ext implements Header.
@@ -63,6 +68,9 @@ func (h *RegisterBrokerRequestHeader) Ext() map[string]string {
 	w.Bool("enableActingMaster", h.EnableActingMaster).Bool("compressed", h.Compressed).
 		Int("bodyCrc32", int64(h.BodyCRC32))
 	w.OptStr("zoneName", h.ZoneName).OptStr(ExtZoneName, h.ZoneName)
+	if h.MasterEpoch != 0 {
+		w.Int("masterEpoch", h.MasterEpoch)
+	}
 	return w
 }
 
@@ -82,6 +90,7 @@ func (h *RegisterBrokerRequestHeader) SetExt(ext map[string]string) error {
 	if h.ZoneName == "" {
 		h.ZoneName = strings.TrimSpace(r.OptString("zoneName"))
 	}
+	h.MasterEpoch = r.OptInt64("masterEpoch", 0)
 	return r.Err()
 }
 
