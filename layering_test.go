@@ -73,7 +73,7 @@ var allowedImports = map[string][]string{
 	"internal/drill": {"client", "internal/protocol", "internal/idc", "internal/netns"},
 	// Not in docs/architecture.md §5 yet: the failover controller (issue 10)
 	// speaks the remoting protocol and knows nothing of servers or store.
-	"internal/controller": {"internal/remoting", "internal/protocol"},
+	"internal/controller": {"internal/remoting", "internal/protocol", "internal/acl"},
 	// Not in ARCHITECTURE.md §5 yet. Network namespaces for tests and the
 	// drill: it drives ip and tc and knows nothing of zonemq.
 	"internal/netns": {},

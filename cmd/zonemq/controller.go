@@ -63,12 +63,20 @@ func parseControllerArgs(args []string, stderr io.Writer) (controller.Options, s
 	fs.DurationVar(&opts.LeaderLeaseTimeout, "raft-leader-lease-timeout", opts.LeaderLeaseTimeout,
 		"Raft: a leader out of touch with a majority this long steps down (at most --raft-heartbeat-timeout)")
 	fs.IntVar(&opts.MaxFrameSize, "max-frame-size", 0, "largest request frame accepted, in `bytes`; 0 means 16777216")
+	fs.StringVar(&opts.ACLFile, "acl-file", "",
+		"plain_acl.yml `file` (RocketMQ ACL 1.0): every request signed, heartbeats and elections by an admin\n"+
+			"account; re-read on change (default: none, ACL off; see docs/security.md)")
+	serverTLS := addServerTLSFlags(fs)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "", "`file` of key=value lines, keys being these flag names without '--'")
 	if err := parseFlags(fs, args, nil); err != nil {
 		return opts, "", err
 	}
 	var err error
+	if opts.TLSMode, err = serverTLS.parse(); err != nil {
+		return opts, "", err
+	}
+	opts.TLSCertFile, opts.TLSKeyFile = serverTLS.cert, serverTLS.key
 	if opts.Peers, err = controller.ParsePeers(*peers); err != nil {
 		return opts, "", usagef("%v", err)
 	}
@@ -105,7 +113,12 @@ func runAdminControllerStatus(ctx context.Context, args []string, stdout, stderr
 	addrs := fs.String("controller", "", "request `addresses` of one or more voters, comma-separated (required)")
 	output := fs.String("output", "text", "text (tables) or json (the first voter's status document)")
 	timeout := fs.Duration("timeout", 3*time.Second, "per-voter request timeout")
+	cf := addControllerClientFlags(fs)
 	if err := parseQuiet(fs, args, stderr); err != nil {
+		return err
+	}
+	copts, err := cf.options()
+	if err != nil {
 		return err
 	}
 	if err := checkOutput(*output); err != nil {
@@ -115,7 +128,7 @@ func runAdminControllerStatus(ctx context.Context, args []string, stdout, stderr
 	if len(list) == 0 {
 		return usagef("admin controller status: --controller is required")
 	}
-	c := controller.NewClient(list)
+	c := controller.NewClientWithOptions(list, copts)
 	defer c.Close()
 	// Ask the voters in order and show the first answer, preferring the
 	// leader's (only it knows who is alive).
@@ -189,7 +202,12 @@ func runAdminControllerElect(ctx context.Context, args []string, stdout, stderr 
 		"(the answer says how many log bytes at most)")
 	output := fs.String("output", "text", "text or json")
 	timeout := fs.Duration("timeout", 5*time.Second, "request timeout")
+	cf := addControllerClientFlags(fs)
 	if err := parseQuiet(fs, args, stderr); err != nil {
+		return err
+	}
+	copts, err := cf.options()
+	if err != nil {
 		return err
 	}
 	if err := checkOutput(*output); err != nil {
@@ -199,7 +217,7 @@ func runAdminControllerElect(ctx context.Context, args []string, stdout, stderr 
 	if len(list) == 0 || *cluster == "" || *name == "" {
 		return usagef("admin controller elect: --controller, --cluster and --name are required")
 	}
-	c := controller.NewClient(list)
+	c := controller.NewClientWithOptions(list, copts)
 	defer c.Close()
 	rctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

@@ -88,7 +88,18 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 		"failover controller voters' request addresses `'host:port,…'`: a master they elected takes its\n"+
 			"group's master slot at once, even while the master it replaced still holds it\n"+
 			"(default: this process's own voter with --controller, else none; docs/controller.md)")
+	fs.StringVar(&opts.ControllerAccessKey, "controller-access-key", "",
+		"ACL access `key` signing the status reads that confirm an elected master (voters with --acl-file)")
+	fs.StringVar(&opts.ControllerSecretKey, "controller-secret-key", "", "ACL secret `key` of --controller-access-key")
+	controllerTLS := addClientTLSFlags(fs, "controller-tls", "the failover controllers of --controller-addrs")
 	if err := parseFlags(fs, args, namesrvAliases); err != nil {
+		return opts, nil, "", err
+	}
+	if (opts.ControllerAccessKey == "") != (opts.ControllerSecretKey == "") {
+		return opts, nil, "", usagef("--controller-access-key and --controller-secret-key go together")
+	}
+	var err error
+	if opts.ControllerTLS, err = controllerTLS.config(); err != nil {
 		return opts, nil, "", err
 	}
 	opts.ControllerAddrs = splitAddrs(*controllerAddrs)
@@ -116,6 +127,11 @@ func runNamesrv(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	ctrlOpts, err := ctrl.options(logger)
 	if err != nil {
 		return err
+	}
+	if ctrlOpts != nil {
+		// The embedded voter guards its port as the name server does.
+		ctrlOpts.ACLFile = opts.ACLFile
+		ctrlOpts.TLSMode, ctrlOpts.TLSCertFile, ctrlOpts.TLSKeyFile = opts.TLSMode, opts.TLSCertFile, opts.TLSKeyFile
 	}
 	s, err := namesrv.New(opts)
 	if err != nil {

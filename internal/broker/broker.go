@@ -244,8 +244,13 @@ func New(opts Options) (*Server, error) {
 		replOpts.Dial = remoting.TLSDialer(opts.NamesrvTLS, nil)
 	}
 	s.repl.client = remoting.NewClient(replOpts)
-	s.repl.ctrlClient = remoting.NewClient(remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger,
-		Dial: opts.controllerDial})
+	// The controllers are reached like the name servers: over TLS when
+	// the broker dials its name servers over TLS.
+	ctrlOpts := remoting.ClientOptions{DialTimeout: opts.NamesrvTimeout, Logger: s.logger, Dial: opts.controllerDial}
+	if opts.NamesrvTLS != nil {
+		ctrlOpts.Dial = remoting.TLSDialer(opts.NamesrvTLS, opts.controllerDial)
+	}
+	s.repl.ctrlClient = remoting.NewClient(ctrlOpts)
 	if opts.ACLFile != "" {
 		if s.acl, err = acl.Load(opts.ACLFile, s.logger); err != nil {
 			return fail(fmt.Errorf("--acl-file: %w", err))

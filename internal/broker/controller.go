@@ -107,6 +107,9 @@ func (r *replication) controllerBeat(ctx context.Context) error {
 // invokeController sends req to the controller's leader: the last one that
 // answered, then each configured voter, following "not leader" redirects.
 func (r *replication) invokeController(ctx context.Context, req *remoting.Command) (*remoting.Command, error) {
+	// Signed once (a controller with an ACL wants the broker's admin
+	// account), then sent to each voter in turn.
+	req = r.s.signRequest(req)
 	r.mu.Lock()
 	addrs := append([]string{r.ctrlLeader}, r.s.opts.ControllerAddrs...)
 	r.mu.Unlock()

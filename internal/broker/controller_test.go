@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,6 +25,13 @@ import (
 // a short master lease, and returns the voters' request addresses.
 func startControllers(t *testing.T, lease time.Duration) []string {
 	t.Helper()
+	return startControllersWith(t, lease, nil)
+}
+
+// startControllersWith is startControllers with each voter's options
+// changed by mutate first.
+func startControllersWith(t *testing.T, lease time.Duration, mutate func(*controller.Options)) []string {
+	t.Helper()
 	var srvs []*controller.Server
 	var peers []controller.Peer
 	var addrs []string
@@ -36,6 +45,9 @@ func startControllers(t *testing.T, lease time.Duration) []string {
 		o.CheckInterval = 50 * time.Millisecond
 		o.HeartbeatTimeout, o.ElectionTimeout, o.LeaderLeaseTimeout = 500*time.Millisecond, 500*time.Millisecond, 250*time.Millisecond
 		o.Logger = testLogger()
+		if mutate != nil {
+			mutate(&o)
+		}
 		s, err := controller.New(o)
 		testutil.NoError(t, err, "controller.New")
 		done := make(chan error, 1)
@@ -381,4 +393,35 @@ func TestControllerSwitchoverGoesThroughTheController(t *testing.T) {
 			t.Fatalf("acknowledged key %s missing after two switchovers (%d acknowledged)", k, len(acked))
 		}
 	}
+}
+
+// TestControllerModeWithACL: voters with an ACL grant a lease only to a
+// broker that signs its reports with an admin account.
+func TestControllerModeWithACL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plain_acl.yml")
+	testutil.NoError(t, os.WriteFile(path, []byte(testACL), 0o600))
+	ctrl := startControllersWith(t, 600*time.Millisecond, func(o *controller.Options) { o.ACLFile = path })
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+
+	signed := groupOptions(t, 1, "broker-signed", 0, ReplicationAsync, ns.Addr())
+	signed.ControllerAddrs = ctrl
+	signed.ControllerHeartbeatInterval = 150 * time.Millisecond
+	signed.AccessKey, signed.SecretKey = "zonemqAdmin", "adminSecret1"
+	a, _ := runBroker(t, signed)
+	unsigned := groupOptions(t, 2, "broker-unsigned", 0, ReplicationAsync, ns.Addr())
+	unsigned.ControllerAddrs = ctrl
+	unsigned.ControllerHeartbeatInterval = 150 * time.Millisecond
+	b, _ := runBroker(t, unsigned)
+
+	c := newRawClient(t)
+	createTopic(t, c, a.Addr(), "AclCtrlTopic", 1)
+	createTopic(t, c, b.Addr(), "AclCtrlTopic", 1)
+	testutil.Eventually(t, 15*time.Second, func() error {
+		if resp := sendRaw(t, c, a.Addr(), "AclCtrlTopic", 0, nil, []byte("x")); resp.Code != int32(protocol.Success) {
+			return fmt.Errorf("the signed broker does not acknowledge yet: %s", resp.Remark)
+		}
+		return nil
+	})
+	resp := sendRaw(t, c, b.Addr(), "AclCtrlTopic", 0, nil, []byte("x"))
+	testutil.True(t, resp.Code != int32(protocol.Success), "a broker whose reports the controller refuses has no lease", resp.Remark)
 }

@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
@@ -17,14 +19,45 @@ import (
 type Client struct {
 	rc    *remoting.Client
 	addrs []string
+	opts  ClientOptions
 
 	mu     sync.Mutex
 	leader string // last known leader's request address
 }
 
+// ClientOptions are how a Client reaches voters that run with an ACL or
+// TLS.
+type ClientOptions struct {
+	// AccessKey and SecretKey sign every request (RocketMQ ACL 1.0);
+	// elections need an admin account.
+	AccessKey, SecretKey string
+	// TLS, when set, dials the voters over TLS.
+	TLS *tls.Config
+}
+
 // NewClient returns a client of the voters at addrs (request addresses).
-func NewClient(addrs []string) *Client {
-	return &Client{rc: remoting.NewClient(remoting.ClientOptions{}), addrs: addrs}
+func NewClient(addrs []string) *Client { return NewClientWithOptions(addrs, ClientOptions{}) }
+
+// NewClientWithOptions returns a client of the voters at addrs that signs
+// its requests and uses TLS as opts say.
+func NewClientWithOptions(addrs []string, opts ClientOptions) *Client {
+	var ro remoting.ClientOptions
+	if opts.TLS != nil {
+		ro.Dial = remoting.TLSDialer(opts.TLS, nil)
+	}
+	return &Client{rc: remoting.NewClient(ro), addrs: addrs, opts: opts}
+}
+
+// request builds a request, signed when the client has credentials.
+func (c *Client) request(code protocol.RequestCode, ext map[string]string) *remoting.Command {
+	req := remoting.NewRequest(int32(code), ext, nil)
+	if c.opts.AccessKey != "" {
+		if req.ExtFields == nil {
+			req.ExtFields = map[string]string{}
+		}
+		acl.Sign(req.ExtFields, req.Body, c.opts.AccessKey, c.opts.SecretKey)
+	}
+	return req
 }
 
 // Close closes the client's connections.
@@ -49,7 +82,7 @@ func (c *Client) invokeLeader(ctx context.Context, code protocol.RequestCode, h 
 			continue
 		}
 		seen[addr] = true
-		resp, err := c.rc.Invoke(ctx, addr, remoting.NewRequest(int32(code), h.Ext(), nil))
+		resp, err := c.rc.Invoke(ctx, addr, c.request(code, h.Ext()))
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -108,7 +141,7 @@ func (c *Client) Elect(ctx context.Context, h *protocol.ControllerElectRequestHe
 
 // Status asks the voter at addr for its view.
 func (c *Client) Status(ctx context.Context, addr string) (*protocol.ControllerStatus, error) {
-	resp, err := c.rc.Invoke(ctx, addr, remoting.NewRequest(int32(protocol.ControllerGetStatus), nil, nil))
+	resp, err := c.rc.Invoke(ctx, addr, c.request(protocol.ControllerGetStatus, nil))
 	if err != nil {
 		return nil, fmt.Errorf("controller %s: %w", addr, err)
 	}

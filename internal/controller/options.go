@@ -7,6 +7,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/zonemq/zonemq/internal/remoting"
 )
 
 // Peer is one Raft voter: its node id and Raft address.
@@ -76,6 +78,20 @@ type Options struct {
 
 	// MaxFrameSize bounds request frames; 0 is remoting's default.
 	MaxFrameSize int
+
+	// ACLFile is a plain_acl.yml (RocketMQ ACL 1.0, docs/security.md); with
+	// it every request must be signed, and heartbeats and elections need an
+	// admin account. Empty turns the ACL off. It is re-read when it changes
+	// (every ACLReloadInterval, 0 meaning 1 s).
+	ACLFile           string
+	ACLReloadInterval time.Duration
+	// TLSMode serves TLS on Listen (the request port): disabled, permissive
+	// or enforcing, with TLSCertFile and TLSKeyFile (PEM), as the brokers
+	// and name servers do. The Raft port between voters stays plain TCP:
+	// keep it on a network only the voters reach (docs/controller.md).
+	TLSMode     remoting.TLSMode
+	TLSCertFile string
+	TLSKeyFile  string
 	// Logger receives the controller's logs; nil discards them.
 	Logger *slog.Logger
 }

@@ -22,6 +22,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
@@ -35,6 +36,7 @@ type Server struct {
 	now    func() time.Time
 
 	rs        *remoting.Server
+	acl       *acl.Checker // nil: ACL off (security.go)
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
 	store     *raftboltdb.BoltStore
@@ -98,7 +100,20 @@ func New(opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: --raft-listen %s: %w", opts.RaftListen, err)
 	}
-	s.rs, err = remoting.NewServer(remoting.ServerOptions{Listen: opts.Listen, MaxFrameSize: opts.MaxFrameSize, Logger: logger})
+	var serverTLS remoting.ServerTLS
+	if opts.TLSMode != remoting.TLSDisabled {
+		certs, err := remoting.NewCertReloader(opts.TLSCertFile, opts.TLSKeyFile, logger)
+		if err != nil {
+			return nil, fmt.Errorf("controller: --tls-cert/--tls-key: %w", err)
+		}
+		serverTLS = remoting.ServerTLS{Mode: opts.TLSMode, Config: certs.ServerConfig()}
+	}
+	if opts.ACLFile != "" {
+		if s.acl, err = acl.Load(opts.ACLFile, logger); err != nil {
+			return nil, fmt.Errorf("controller: --acl-file: %w", err)
+		}
+	}
+	s.rs, err = remoting.NewServer(remoting.ServerOptions{Listen: opts.Listen, MaxFrameSize: opts.MaxFrameSize, Logger: logger, TLS: serverTLS})
 	if err != nil {
 		return nil, fmt.Errorf("controller: --listen %s: %w", opts.Listen, err)
 	}
@@ -144,9 +159,9 @@ func (s *Server) Bootstrap(peers []Peer) error {
 }
 
 func (s *Server) registerHandlers() {
-	s.rs.Handle(int32(protocol.ControllerBrokerHeartbeat), s.handleBrokerHeartbeat)
-	s.rs.Handle(int32(protocol.ControllerGetStatus), s.handleGetStatus)
-	s.rs.Handle(int32(protocol.ControllerElect), s.handleElect)
+	s.rs.Handle(int32(protocol.ControllerBrokerHeartbeat), s.checked(protocol.ControllerBrokerHeartbeat, s.handleBrokerHeartbeat))
+	s.rs.Handle(int32(protocol.ControllerGetStatus), s.checked(protocol.ControllerGetStatus, s.handleGetStatus))
+	s.rs.Handle(int32(protocol.ControllerElect), s.checked(protocol.ControllerElect, s.handleElect))
 }
 
 // Addr is the request address.
@@ -176,6 +191,13 @@ func (s *Server) Run(ctx context.Context) error {
 	s.started = true
 	serveErr := make(chan error, 1)
 	s.wg.Add(3)
+	if s.acl != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.aclWatchLoop()
+		}()
+	}
 	s.lifeMu.Unlock()
 
 	go func() {

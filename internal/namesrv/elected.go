@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
@@ -32,8 +33,9 @@ const electedCheckTimeout = 2 * time.Second
 
 // electedChecks confirms elected masters with the controller voters.
 type electedChecks struct {
-	addrs  []string
-	client *remoting.Client
+	addrs                []string
+	client               *remoting.Client
+	accessKey, secretKey string // sign the status reads (ACL on the voters)
 
 	mu       sync.Mutex
 	inFlight map[string]bool // brokerName/epoch/addr being confirmed
@@ -43,10 +45,16 @@ func newElectedChecks(addrs []string, s *Server) *electedChecks {
 	if len(addrs) == 0 {
 		return nil
 	}
+	co := remoting.ClientOptions{DialTimeout: electedCheckTimeout, Logger: s.logger}
+	if s.opts.ControllerTLS != nil {
+		co.Dial = remoting.TLSDialer(s.opts.ControllerTLS, nil)
+	}
 	return &electedChecks{
-		addrs:    addrs,
-		client:   remoting.NewClient(remoting.ClientOptions{DialTimeout: electedCheckTimeout, Logger: s.logger}),
-		inFlight: map[string]bool{},
+		addrs:     addrs,
+		client:    remoting.NewClient(co),
+		accessKey: s.opts.ControllerAccessKey,
+		secretKey: s.opts.ControllerSecretKey,
+		inFlight:  map[string]bool{},
 	}
 }
 
@@ -113,7 +121,11 @@ func (s *Server) confirmElected(conn *remoting.Conn, h *protocol.RegisterBrokerR
 func (ec *electedChecks) confirm(ctx context.Context, brokerName, addr string, epoch int64) (string, error) {
 	var last error
 	for _, voter := range ec.addrs {
-		resp, err := ec.client.Invoke(ctx, voter, remoting.NewRequest(int32(protocol.ControllerGetStatus), nil, nil))
+		req := remoting.NewRequest(int32(protocol.ControllerGetStatus), map[string]string{}, nil)
+		if ec.accessKey != "" {
+			acl.Sign(req.ExtFields, req.Body, ec.accessKey, ec.secretKey)
+		}
+		resp, err := ec.client.Invoke(ctx, voter, req)
 		if err != nil {
 			last = fmt.Errorf("voter %s: %w", voter, err)
 			continue

@@ -1,6 +1,7 @@
 package namesrv
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,6 +67,11 @@ type Options struct {
 	// confirms the election with a voter first (elected.go). Empty: a held
 	// slot frees only when its holder's connection closes or it expires.
 	ControllerAddrs []string
+	// ControllerAccessKey and ControllerSecretKey sign those confirmations
+	// for voters that run with an ACL (any account may read their status);
+	// ControllerTLS, when set, dials the voters over TLS.
+	ControllerAccessKey, ControllerSecretKey string
+	ControllerTLS                            *tls.Config
 	// MetricsListen, when set, is the "host:port" serving Prometheus metrics
 	// at /metrics (--metrics-listen; port 0 picks one, MetricsAddr reports
 	// it). docs/metrics.md lists the metrics.
