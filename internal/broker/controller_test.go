@@ -73,24 +73,11 @@ func TestControllerFailoverFencesTheOldMaster(t *testing.T) {
 	ctrl := startControllers(t, lease)
 	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
 
-	// The master reaches the controller through a dialer the test can cut
-	// (redirects name the voters' own addresses, so a proxy would not do).
-	var cut atomic.Bool
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if cut.Load() {
-			return nil, errors.New("test: the link to the controller is cut")
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}
-	mopts := groupOptions(t, 1, "broker-c", 0, ReplicationSync, ns.Addr())
-	mopts.ControllerAddrs = ctrl
-	mopts.controllerDial = dial
-	mopts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	var link controllerLink
+	mopts := ctrlGroupOptions(t, 1, "broker-c", 0, ReplicationSync, ns.Addr(), ctrl)
+	mopts.controllerDial = link.dial
 	master, _ := runBroker(t, mopts)
-	ropts := groupOptions(t, 2, "broker-c", 1, ReplicationSync, ns.Addr())
-	ropts.ControllerAddrs = ctrl
-	ropts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	ropts := ctrlGroupOptions(t, 2, "broker-c", 1, ReplicationSync, ns.Addr(), ctrl)
 	replica, _ := runBroker(t, ropts)
 
 	c := newRawClient(t)
@@ -126,10 +113,7 @@ func TestControllerFailoverFencesTheOldMaster(t *testing.T) {
 
 	// Cut the master off the controller.
 	cutAt := time.Now()
-	cut.Store(true)
-	for _, a := range master.repl.ctrlClient.Addrs() {
-		master.repl.ctrlClient.CloseConn(a)
-	}
+	link.sever(master)
 	testutil.Eventually(t, 10*time.Second, func() error {
 		resp := sendRaw(t, c, master.Addr(), "CtrlTopic", 0, map[string]string{"KEYS": "fenced"}, []byte("x"))
 		if resp.Code == int32(protocol.Success) {
@@ -164,7 +148,7 @@ func TestControllerFailoverFencesTheOldMaster(t *testing.T) {
 	acked = append(acked, more...)
 
 	// Reconnected, the old master learns it was replaced and follows.
-	cut.Store(false)
+	link.cut.Store(false)
 	testutil.Eventually(t, 15*time.Second, func() error {
 		if master.IsMaster() {
 			return fmt.Errorf("the old master has not stepped down")
@@ -199,26 +183,15 @@ func TestElectedMasterReplacesAFrozenMasterInTheRoutes(t *testing.T) {
 	testutil.NoError(t, err, "proxy")
 	t.Cleanup(func() { px.Close() })
 
-	var cut atomic.Bool
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if cut.Load() {
-			return nil, errors.New("test: the link to the controller is cut")
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}
-	mopts := groupOptions(t, 1, "broker-f", 0, ReplicationSync, px.Addr())
-	mopts.ControllerAddrs = ctrl
-	mopts.controllerDial = dial
-	mopts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	var link controllerLink
+	mopts := ctrlGroupOptions(t, 1, "broker-f", 0, ReplicationSync, px.Addr(), ctrl)
+	mopts.controllerDial = link.dial
 	mopts.NamesrvTimeout = time.Minute // a frozen process closes nothing
 	master, _ := runBroker(t, mopts)
 	// Cleanups run last-in first-out: the proxy closes before the master
 	// stops, or its unregistration would wait out NamesrvTimeout.
 	t.Cleanup(func() { px.Close() })
-	ropts := groupOptions(t, 2, "broker-f", 1, ReplicationSync, ns.Addr())
-	ropts.ControllerAddrs = ctrl
-	ropts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	ropts := ctrlGroupOptions(t, 2, "broker-f", 1, ReplicationSync, ns.Addr(), ctrl)
 	replica, _ := runBroker(t, ropts)
 
 	c := newRawClient(t)
@@ -254,10 +227,7 @@ func TestElectedMasterReplacesAFrozenMasterInTheRoutes(t *testing.T) {
 
 	frozenAt := time.Now()
 	px.Blackhole(true)
-	cut.Store(true)
-	for _, a := range master.repl.ctrlClient.Addrs() {
-		master.repl.ctrlClient.CloseConn(a)
-	}
+	link.sever(master)
 	testutil.Eventually(t, 20*time.Second, func() error {
 		if got := listedMaster(); got != replica.Addr() {
 			return fmt.Errorf("the name server lists %q at id 0, want the elected replica %s", got, replica.Addr())
@@ -275,13 +245,9 @@ func TestElectedMasterReplacesAFrozenMasterInTheRoutes(t *testing.T) {
 func TestControllerSwitchoverGoesThroughTheController(t *testing.T) {
 	ctrl := startControllers(t, 600*time.Millisecond)
 	ns := startNamesrv(t, "127.0.1.1:0", "idc1", func(o *namesrv.Options) { o.ControllerAddrs = ctrl })
-	mopts := groupOptions(t, 1, "broker-s", 0, ReplicationAsync, ns.Addr())
-	mopts.ControllerAddrs = ctrl
-	mopts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	mopts := ctrlGroupOptions(t, 1, "broker-s", 0, ReplicationAsync, ns.Addr(), ctrl)
 	b0, _ := runBroker(t, mopts)
-	ropts := groupOptions(t, 2, "broker-s", 1, ReplicationAsync, ns.Addr())
-	ropts.ControllerAddrs = ctrl
-	ropts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	ropts := ctrlGroupOptions(t, 2, "broker-s", 1, ReplicationAsync, ns.Addr(), ctrl)
 	b1, _ := runBroker(t, ropts)
 
 	c := newRawClient(t)
@@ -403,14 +369,10 @@ func TestControllerModeWithACL(t *testing.T) {
 	ctrl := startControllersWith(t, 600*time.Millisecond, func(o *controller.Options) { o.ACLFile = path })
 	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
 
-	signed := groupOptions(t, 1, "broker-signed", 0, ReplicationAsync, ns.Addr())
-	signed.ControllerAddrs = ctrl
-	signed.ControllerHeartbeatInterval = 150 * time.Millisecond
+	signed := ctrlGroupOptions(t, 1, "broker-signed", 0, ReplicationAsync, ns.Addr(), ctrl)
 	signed.AccessKey, signed.SecretKey = "zonemqAdmin", "adminSecret1"
 	a, _ := runBroker(t, signed)
-	unsigned := groupOptions(t, 2, "broker-unsigned", 0, ReplicationAsync, ns.Addr())
-	unsigned.ControllerAddrs = ctrl
-	unsigned.ControllerHeartbeatInterval = 150 * time.Millisecond
+	unsigned := ctrlGroupOptions(t, 2, "broker-unsigned", 0, ReplicationAsync, ns.Addr(), ctrl)
 	b, _ := runBroker(t, unsigned)
 
 	c := newRawClient(t)
@@ -424,4 +386,33 @@ func TestControllerModeWithACL(t *testing.T) {
 	})
 	resp := sendRaw(t, c, b.Addr(), "AclCtrlTopic", 0, nil, []byte("x"))
 	testutil.True(t, resp.Code != int32(protocol.Success), "a broker whose reports the controller refuses has no lease", resp.Remark)
+}
+
+// ctrlGroupOptions is groupOptions for a group the voters at ctrl run, with
+// quick heartbeats.
+func ctrlGroupOptions(t *testing.T, idc int, name string, id int64, mode string, ns string, ctrl []string) Options {
+	opts := groupOptions(t, idc, name, id, mode, ns)
+	opts.ControllerAddrs = ctrl
+	opts.ControllerHeartbeatInterval = 150 * time.Millisecond
+	return opts
+}
+
+// controllerLink is a broker's dialer to the controller that a test can cut
+// (redirects name the voters' own addresses, so a proxy would not do).
+type controllerLink struct{ cut atomic.Bool }
+
+func (l *controllerLink) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if l.cut.Load() {
+		return nil, errors.New("test: the link to the controller is cut")
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// sever cuts the link and closes s's open connections to the voters.
+func (l *controllerLink) sever(s *Server) {
+	l.cut.Store(true)
+	for _, a := range s.repl.ctrlClient.Addrs() {
+		s.repl.ctrlClient.CloseConn(a)
+	}
 }

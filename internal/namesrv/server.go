@@ -169,7 +169,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.aclWatchLoop()
+			s.acl.WatchUntil(s.stop, s.opts.ACLReloadInterval)
 		}()
 	}
 	s.logger.Info("name server serving", "addr", s.Addr(), "brokerExpiry", s.opts.BrokerExpiry,
