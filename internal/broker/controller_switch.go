@@ -40,17 +40,9 @@ func (s *Server) switchThroughController(ctx context.Context, req *remoting.Comm
 		key = exMasterID
 	}
 	r := s.repl
-	r.mu.Lock()
-	if r.replicas[key] == nil {
-		r.mu.Unlock()
-		return errorf(req, protocol.SystemError, "replica %d of %s is not connected to the master", h.To, s.opts.BrokerName)
+	if _, resp := s.pauseForSwitch(req, key, h.To); resp != nil {
+		return resp
 	}
-	if r.paused {
-		r.mu.Unlock()
-		return errorf(req, protocol.SystemBusy, "a switchover of %s is already running", s.opts.BrokerName)
-	}
-	r.paused = true
-	r.mu.Unlock()
 	began := time.Now()
 	defer func() {
 		r.mu.Lock()

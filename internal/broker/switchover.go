@@ -33,19 +33,10 @@ func (s *Server) handleReplicaSwitch(ctx context.Context, c *remoting.Conn, req 
 		timeout = defaultSwitchTimeout
 	}
 	r := s.repl
-	r.mu.Lock()
-	p := r.replicas[h.To]
-	if p == nil {
-		r.mu.Unlock()
-		return errorf(req, protocol.SystemError, "replica %d of %s is not connected to the master", h.To, s.opts.BrokerName)
+	target, refused := s.pauseForSwitch(req, h.To, h.To)
+	if refused != nil {
+		return refused
 	}
-	if r.paused {
-		r.mu.Unlock()
-		return errorf(req, protocol.SystemBusy, "a switchover of %s is already running", s.opts.BrokerName)
-	}
-	r.paused = true
-	target := p.addr
-	r.mu.Unlock()
 	began := time.Now()
 	s.logger.Info("switchover: writes paused; waiting for the replica to catch up", "to", h.To, "addr", target)
 	unpause := func() {
@@ -91,6 +82,25 @@ func (s *Server) handleReplicaSwitch(ctx context.Context, c *remoting.Conn, req 
 	out := remoting.NewResponse(req, int32(protocol.Success), "")
 	out.ExtFields = map[string]string{"newMaster": target, "epoch": fmt.Sprint(epoch), "logEnd": fmt.Sprint(end)}
 	return out
+}
+
+// pauseForSwitch pauses writes for a switchover to the replica known as
+// key (broker id to, for the messages) and returns its address, or the
+// answer that refuses the switchover: the replica is not connected, or a
+// switchover already runs.
+func (s *Server) pauseForSwitch(req *remoting.Command, key, to int64) (string, *remoting.Command) {
+	r := s.repl
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.replicas[key]
+	if p == nil {
+		return "", errorf(req, protocol.SystemError, "replica %d of %s is not connected to the master", to, s.opts.BrokerName)
+	}
+	if r.paused {
+		return "", errorf(req, protocol.SystemBusy, "a switchover of %s is already running", s.opts.BrokerName)
+	}
+	r.paused = true
+	return p.addr, nil
 }
 
 // waitCaughtUp waits until no write is in flight and replica id holds the
