@@ -92,7 +92,8 @@ func (r *replication) controllerBeat(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	sent := time.Now()
-	resp, err := r.invokeController(ctx, remoting.NewRequest(int32(protocol.ControllerBrokerHeartbeat), h.Ext(), nil))
+	resp, err := r.invokeController(ctx, remoting.NewRequest(int32(protocol.ControllerBrokerHeartbeat), h.Ext(), nil),
+		2*s.opts.ControllerHeartbeatInterval)
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,8 @@ func (r *replication) controllerBeat(ctx context.Context) error {
 
 // invokeController sends req to the controller's leader: the last one that
 // answered, then each configured voter, following "not leader" redirects.
-func (r *replication) invokeController(ctx context.Context, req *remoting.Command) (*remoting.Command, error) {
+// Each voter gets perTry to answer.
+func (r *replication) invokeController(ctx context.Context, req *remoting.Command, perTry time.Duration) (*remoting.Command, error) {
 	// Signed once (a controller with an ACL wants the broker's admin
 	// account), then sent to each voter in turn.
 	req = r.s.signRequest(req)
@@ -119,7 +121,7 @@ func (r *replication) invokeController(ctx context.Context, req *remoting.Comman
 		if addr == "" {
 			continue
 		}
-		ictx, cancel := context.WithTimeout(ctx, r.s.opts.ControllerHeartbeatInterval*2)
+		ictx, cancel := context.WithTimeout(ctx, perTry)
 		resp, err := r.ctrlClient.Invoke(ictx, addr, req)
 		cancel()
 		if err != nil {

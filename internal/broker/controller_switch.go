@@ -63,7 +63,9 @@ func (s *Server) switchThroughController(ctx context.Context, req *remoting.Comm
 	eh := protocol.ControllerElectRequestHeader{Cluster: s.opts.Cluster, BrokerName: s.opts.BrokerName, To: h.To}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := r.invokeController(cctx, remoting.NewRequest(int32(protocol.ControllerElect), eh.Ext(), nil))
+	// The controller commits the election only once the old master's
+	// lease has ended: give it the switchover's whole timeout.
+	resp, err := r.invokeController(cctx, remoting.NewRequest(int32(protocol.ControllerElect), eh.Ext(), nil), timeout)
 	if err != nil {
 		code := protocol.SystemError
 		if pe := (*protocol.Error)(nil); errors.As(err, &pe) {
