@@ -82,6 +82,11 @@ type ResponseError struct {
 	Code ResponseCode
 	// Remark is the server's explanation, if it sent one.
 	Remark string
+	// NotMaster is set on a refused send when the broker said it is not,
+	// or no longer, its group's master (a replica, a master fenced by its
+	// failover controller, a switchover under way): the group may have a
+	// new master, which the producer looks up and retries on.
+	NotMaster bool
 }
 
 func (e *ResponseError) Error() string {
@@ -185,5 +190,6 @@ func retryable(err error) bool {
 }
 
 func responseError(op protocol.RequestCode, addr string, resp *remoting.Command) *ResponseError {
-	return &ResponseError{Op: op.String(), Addr: addr, Code: ResponseCode(resp.Code), Remark: resp.Remark}
+	return &ResponseError{Op: op.String(), Addr: addr, Code: ResponseCode(resp.Code), Remark: resp.Remark,
+		NotMaster: resp.ExtFields[protocol.ExtNotMaster] == "true"}
 }

@@ -111,3 +111,52 @@ func TestClientReplicaServesAfterIDCLoss(t *testing.T) {
 	}
 	t.Logf("deliveries %d for %d keys", before, len(keys)+len(more))
 }
+
+// TestProducerFollowsTheNewMasterWithinASend: a producer whose route still
+// names a group's old master (routes re-read only hourly here) sends after a
+// switchover: the old master, now a replica, refuses as "not master", and
+// the same send is retried at the group's new master, not at another group.
+func TestProducerFollowsTheNewMasterWithinASend(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, Replicas: 2, Replication: broker.ReplicationAsync,
+		DataDir: t.TempDir(), Logger: testLogger()})
+	testutil.NoError(t, err, "devcluster.Start")
+	t.Cleanup(func() { c.Close() })
+	const topic = "NewMasterTopic"
+	createTopic(t, c, topic, 4)
+	testutil.NoError(t, c.WaitReplicasInSync(ctx), "replicas in sync")
+
+	cc := clientConfig(c, 1)
+	cc.RouteRefreshInterval = time.Hour
+	p := newProducer(t, cc)
+	group := devcluster.BrokerName(1)
+	before, err := p.SendSync(ctx, &client.Message{Topic: topic, Body: []byte("before")})
+	testutil.NoError(t, err, "send before the switchover")
+	testutil.Equal(t, before.BrokerName, group, "idc1's producer sends to idc1's group")
+
+	admin, err := client.NewAdmin(client.AdminConfig{ClientConfig: clientConfig(c, 1)})
+	testutil.NoError(t, err, "NewAdmin")
+	testutil.NoError(t, admin.Start(ctx))
+	t.Cleanup(func() { admin.Shutdown(context.Background()) })
+	_, err = admin.SwitchMaster(ctx, group, 1, false, 5*time.Second)
+	testutil.NoError(t, err, "switchover")
+	// The name servers list the new master once it registers.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		r, err := admin.TopicRoute(ctx, topic)
+		if err != nil {
+			return err
+		}
+		for _, b := range r.Brokers {
+			if b.Name == group && b.Addrs[0] == c.ReplicaAddr(1, 1) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the routes do not list %s as %s's master yet: %+v", c.ReplicaAddr(1, 1), group, r.Brokers)
+	})
+
+	after, err := p.SendSync(ctx, &client.Message{Topic: topic, Body: []byte("after")})
+	testutil.NoError(t, err, "send after the switchover")
+	testutil.Equal(t, after.BrokerName, group, "the same group took it")
+	testutil.Equal(t, after.BrokerAddr, c.ReplicaAddr(1, 1), "at its new master")
+}

@@ -242,10 +242,15 @@ func (s *sender) deliver(ctx context.Context, out *outgoing, pick picker) (*Send
 	}
 	tried := map[string]bool{}
 	pause := 20 * time.Millisecond
+	var next *writeQueue // the same queue at its group's new master
+	redirected := map[string]bool{}
 	for {
 		p, err := s.plan(ctx, out.topic)
 		var q writeQueue
-		if err == nil {
+		switch {
+		case next != nil:
+			q, err, next = *next, nil, nil
+		case err == nil:
 			q, err = pick(p, tried)
 		}
 		switch {
@@ -288,12 +293,39 @@ func (s *sender) deliver(ctx context.Context, out *outgoing, pick picker) (*Send
 		if !retryable(err) {
 			return nil, fail
 		}
+		if nq, ok := s.newMaster(ctx, out.topic, q, err, redirected); ok {
+			s.c.logger.Info("send refused by a broker that is no longer master; retrying at the new master", "topic", out.topic,
+				"broker", q.broker.name, "old", q.broker.master(), "new", nq.broker.master())
+			next = &nq
+			continue
+		}
 		s.c.logger.Warn("send attempt failed; trying another broker", "topic", out.topic, "broker", q.broker.name,
 			"addr", q.broker.master(), "brokerIDC", q.broker.idc, "err", err)
 		s.stats.retries.Add(1)
 		s.isolate(q.broker.name, q.broker.master())
 		s.c.routes.triggerRefresh()
 	}
+}
+
+// newMaster returns q at its group's new master when err says q's broker is
+// no longer the master and a fresh route names another one: a failover
+// controller elected it, or a switchover handed over. Once per group and
+// send, so a group changing hands twice cannot hold a send in a loop.
+func (s *sender) newMaster(ctx context.Context, topic string, q writeQueue, err error, redirected map[string]bool) (writeQueue, bool) {
+	var re *ResponseError
+	if !errors.As(err, &re) || !re.NotMaster || redirected[q.broker.name] {
+		return q, false
+	}
+	redirected[q.broker.name] = true
+	r, ferr := s.c.routes.fetch(ctx, topic)
+	if ferr != nil || r == nil {
+		return q, false
+	}
+	b := r.brokers[q.broker.name]
+	if b == nil || b.master() == "" || b.master() == q.broker.master() {
+		return q, false
+	}
+	return writeQueue{broker: b, queueID: q.queueID, autoCreate: q.autoCreate}, true
 }
 
 // stop finishes a send whose context ended.

@@ -51,6 +51,9 @@ func (s *Server) switchThroughController(ctx context.Context, req *remoting.Comm
 	}()
 	s.logger.Info("switchover through the controller: writes paused; waiting for the replica to catch up", "to", h.To)
 	end, err := r.waitCaughtUp(ctx, key, timeout)
+	if err == nil {
+		err = r.waitMetaSynced(ctx, key, timeout)
+	}
 	if err != nil {
 		return errorf(req, protocol.SystemError, "switchover of %s to broker %d: %v; writes resumed on this master", s.opts.BrokerName, h.To, err)
 	}

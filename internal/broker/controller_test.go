@@ -340,12 +340,28 @@ func TestControllerSwitchoverGoesThroughTheController(t *testing.T) {
 			return nil
 		})
 	}
+	ackedSoFar := func(n int) {
+		t.Helper()
+		testutil.Eventually(t, 15*time.Second, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(acked) < n {
+				return fmt.Errorf("%d writes acknowledged, waiting for %d", len(acked), n)
+			}
+			return nil
+		})
+	}
+	ackedSoFar(20)
 	switchTo(b0, 1, b1)
 	// A broker that is not the master refuses, and names itself.
 	sw := protocol.ReplicaSwitchRequestHeader{BrokerName: "broker-s", To: 1}
 	expectCode(t, invoke(t, c, b0.Addr(), protocol.ReplicaSwitch, sw.Ext(), nil), protocol.ServiceNotAvailable, "switch sent to a replica")
 	waitInSync(t, b1, 1)
 	waitControllerInSync(0)
+	mu.Lock()
+	n := len(acked)
+	mu.Unlock()
+	ackedSoFar(n + 20)
 	switchTo(b1, 0, b0)
 	stopWriters()
 

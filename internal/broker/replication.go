@@ -69,9 +69,11 @@ type replication struct {
 
 	mu       sync.Mutex
 	state    replicationState
-	paused   bool   // master: writes refused during a switchover
-	follow   string // replica: the master's address, "" while unknown
-	roleGen  uint64 // bumped at every role change; loops restart on it
+	paused   bool       // master: writes refused during a switchover
+	pausedAt time.Time  // when paused was last set
+	metaMu   sync.Mutex // replica: one SYNC_META exchange at a time
+	follow   string     // replica: the master's address, "" while unknown
+	roleGen  uint64     // bumped at every role change; loops restart on it
 	roleCh   chan struct{}
 	replicas map[int64]*replicaPeer // master: replicas by id
 
@@ -123,6 +125,7 @@ type replicaPeer struct {
 	caughtUp time.Time // last time acked reached the master's end
 	inSync   bool
 	lastSeen time.Time
+	metaAt   time.Time // when the snapshot of its last SYNC_META was taken
 }
 
 // newReplication loads the role and epochs; a master starts a new epoch at

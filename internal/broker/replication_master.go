@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -163,7 +164,7 @@ func (s *Server) handleReplicaFetch(ctx context.Context, c *remoting.Conn, req *
 		r.parked.Add(1)
 		ch := r.dataChan()
 		chunk, err := s.store.ReadLog(h.Offset, maxBytes)
-		if err != nil || len(chunk) > 0 || wait <= 0 {
+		if err != nil || len(chunk) > 0 || wait <= 0 || r.switching() {
 			r.parked.Add(-1)
 			if err != nil {
 				code := protocol.SystemError
@@ -201,6 +202,10 @@ func (s *Server) fetchResponse(req *remoting.Command, epoch int64, chunk []byte)
 	resp := remoting.NewResponse(req, int32(protocol.Success), "")
 	rh := protocol.ReplicaFetchResponseHeader{Epoch: epoch, MasterEnd: s.store.CommitLogMaxOffset()}
 	resp.ExtFields = rh.Ext()
+	if s.repl.switching() {
+		// A switchover waits for the replicas' metadata: fetch it now.
+		resp.ExtFields[extSyncMetaNow] = "true"
+	}
 	resp.Body = chunk
 	return resp
 }
@@ -313,9 +318,19 @@ func (s *Server) handleReplicaSyncMeta(ctx context.Context, c *remoting.Conn, re
 			}
 		}
 	}
+	began := time.Now()
 	out, err := s.metaSnapshot()
 	if err != nil {
 		return errorf(req, protocol.SystemError, "master metadata: %v", err)
+	}
+	if id, err := strconv.ParseInt(req.ExtFields["replicaId"], 10, 64); err == nil {
+		r := s.repl
+		r.mu.Lock()
+		if p := r.replicas[id]; p != nil {
+			p.metaAt = began
+		}
+		r.mu.Unlock()
+		r.signalAcks()
 	}
 	resp := remoting.NewResponse(req, int32(protocol.Success), "")
 	resp.Body = out

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -162,6 +163,12 @@ func (r *replication) followOnce(ctx context.Context, roleCh <-chan struct{}) er
 		if resp.Code != int32(protocol.Success) {
 			return fmt.Errorf("fetch refused: %w", &protocol.Error{Code: protocol.ResponseCode(resp.Code), Remark: resp.Remark})
 		}
+		if resp.ExtFields[extSyncMetaNow] == "true" {
+			// The master is handing over and waits for our metadata.
+			if err := r.syncMeta(fctx, addr); err != nil {
+				s.logger.Debug("metadata sync the master asked for failed", "master", addr, "err", err)
+			}
+		}
 		if len(resp.Body) == 0 {
 			continue
 		}
@@ -250,8 +257,12 @@ func (r *replication) metaLoop(ctx context.Context) {
 	}
 }
 
-// syncMeta does one exchange with the master.
+// syncMeta does one exchange with the master. Exchanges run one at a time
+// (the periodic one, the first after a hello, one a switchover asks for):
+// applying two at once would interleave their metadata.
 func (r *replication) syncMeta(ctx context.Context, addr string) error {
+	r.metaMu.Lock()
+	defer r.metaMu.Unlock()
 	s := r.s
 	dirty := r.takeDirtyOffsets()
 	var out protocol.ReplicaMeta
@@ -264,7 +275,8 @@ func (r *replication) syncMeta(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	req := s.signRequest(remoting.NewRequest(int32(protocol.ReplicaSyncMeta), map[string]string{"brokerName": s.opts.BrokerName}, body))
+	req := s.signRequest(remoting.NewRequest(int32(protocol.ReplicaSyncMeta),
+		map[string]string{"brokerName": s.opts.BrokerName, "replicaId": strconv.FormatInt(r.regID.Load(), 10)}, body))
 	ictx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	resp, err := r.client.Invoke(ictx, addr, req)
 	cancel()

@@ -215,6 +215,18 @@ func (s *Server) putMessages(ctx context.Context, ms []*protocol.MessageExt) (st
 	return res, s.repl.waitReplicas(ctx, res.End)
 }
 
+// notMaster marks a refusal that says this broker is not, or no longer, its
+// group's master (a replica, a master fenced by its lapsed lease, one
+// handing over): the group may have another master by now, which the SDK
+// looks up and retries on within the same send (protocol.ExtNotMaster).
+func notMaster(resp *remoting.Command) *remoting.Command {
+	if resp.ExtFields == nil {
+		resp.ExtFields = map[string]string{}
+	}
+	resp.ExtFields[protocol.ExtNotMaster] = "true"
+	return resp
+}
+
 // putErrorResponse maps a store error to the code clients act on.
 func (s *Server) putErrorResponse(req *remoting.Command, topic string, err error) *remoting.Command {
 	switch {
@@ -229,13 +241,13 @@ func (s *Server) putErrorResponse(req *remoting.Command, topic string, err error
 	case errors.Is(err, store.ErrClosed):
 		return errorf(req, protocol.ServiceNotAvailable, "broker %s is shutting down", s.opts.BrokerName)
 	case errors.Is(err, errNotMaster):
-		return errorf(req, protocol.ServiceNotAvailable, "broker %s at %s is a replica (id %d): send to its master",
-			s.opts.BrokerName, s.addr, s.repl.regID.Load())
+		return notMaster(errorf(req, protocol.ServiceNotAvailable, "broker %s at %s is a replica (id %d): send to its master",
+			s.opts.BrokerName, s.addr, s.repl.regID.Load()))
 	case errors.Is(err, errLeaseExpired):
-		return errorf(req, protocol.ServiceNotAvailable, "broker %s is not acknowledging: its controller lease lapsed (%v); send to another broker",
-			s.opts.BrokerName, err)
+		return notMaster(errorf(req, protocol.ServiceNotAvailable, "broker %s is not acknowledging: its controller lease lapsed (%v); send to another broker",
+			s.opts.BrokerName, err))
 	case errors.Is(err, errWritesPaused):
-		return errorf(req, protocol.ServiceNotAvailable, "broker %s is handing over to a new master: send to another broker", s.opts.BrokerName)
+		return notMaster(errorf(req, protocol.ServiceNotAvailable, "broker %s is handing over to a new master: send to another broker", s.opts.BrokerName))
 	case errors.Is(err, errTooFewReplicas):
 		return errorf(req, protocol.SlaveNotAvailable, "broker %s refuses the message, nothing was stored: %v", s.opts.BrokerName, err)
 	case errors.Is(err, errReplicaTimeout):

@@ -46,6 +46,9 @@ func (s *Server) handleReplicaSwitch(ctx context.Context, c *remoting.Conn, req 
 	}
 
 	end, err := r.waitCaughtUp(ctx, h.To, timeout)
+	if err == nil {
+		err = r.waitMetaSynced(ctx, h.To, timeout)
+	}
 	if err != nil {
 		unpause()
 		return errorf(req, protocol.SystemError, "switchover of %s to replica %d: %v; writes resumed on this master", s.opts.BrokerName, h.To, err)
@@ -100,7 +103,49 @@ func (s *Server) pauseForSwitch(req *remoting.Command, key, to int64) (string, *
 		return "", errorf(req, protocol.SystemBusy, "a switchover of %s is already running", s.opts.BrokerName)
 	}
 	r.paused = true
+	r.pausedAt = time.Now()
+	// Parked fetches return now and carry extSyncMetaNow.
+	r.notifyData()
 	return p.addr, nil
+}
+
+// extSyncMetaNow on a FETCH answer asks the replica for a SYNC_META now: a
+// switchover waits until the new master holds the metadata as of the pause.
+const extSyncMetaNow = "syncMetaNow"
+
+// switching reports whether a switchover has paused writes.
+func (r *replication) switching() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.paused
+}
+
+// waitMetaSynced waits until replica key took a metadata snapshot after
+// the writes paused, so topics, groups and offsets created just before a
+// switchover reach the new master (the periodic sync runs once a second).
+func (r *replication) waitMetaSynced(ctx context.Context, key int64, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		ch := r.ackChan()
+		r.mu.Lock()
+		p, since := r.replicas[key], r.pausedAt
+		done := p != nil && !p.metaAt.Before(since)
+		r.mu.Unlock()
+		switch {
+		case p == nil:
+			return fmt.Errorf("replica %d disconnected", key)
+		case done:
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return fmt.Errorf("replica %d did not fetch the metadata within %s", key, timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // waitCaughtUp waits until no write is in flight and replica id holds the

@@ -173,6 +173,12 @@ func (h *SendMessageResponseHeader) Ext() map[string]string {
 // ExtBrokerEpoch is the send response field carrying BrokerEpoch.
 const ExtBrokerEpoch = "brokerEpoch"
 
+// ExtNotMaster ("zmqNotMaster": "true") marks a refused send whose broker is
+// not, or no longer, its group's master: a replica, a master whose
+// controller lease lapsed, or one handing over. The group may have a new
+// master; stock clients ignore the field.
+const ExtNotMaster = "zmqNotMaster"
+
 // SetExt reads the header.
 func (h *SendMessageResponseHeader) SetExt(ext map[string]string) error {
 	r := NewExtReader(ext)
