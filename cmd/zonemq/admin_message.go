@@ -37,17 +37,30 @@ type messageJSON struct {
 }
 
 func runAdminMessage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	s := newAdminSession("message", "(--id ID [--topic T] | --topic T --key K [--max 32]) [--output text|json]", stderr)
+	s := newAdminSession("message", "(--id ID [--topic T] | --topic T --key K [--max 32] | --topic T [--broker NAME] --queue Q --offset N) [--output text|json]", stderr)
 	id := s.fs.String("id", "", "message id: a broker (offset) id as sends print, or a client id (UNIQ_KEY) with --topic")
-	topic := s.fs.String("topic", "", "topic (required with --key or a client message id)")
+	topic := s.fs.String("topic", "", "topic (required with --key, --queue or a client message id)")
 	key := s.fs.String("key", "", "find the messages of --topic carrying this key (KEYS)")
 	maxN := s.fs.Int("max", 32, "at most this many messages for --key")
+	broker := s.fs.String("broker", "", "broker `name` of --queue (needed when the topic is on several brokers)")
+	queue := s.fs.Int("queue", -1, "read the message at --offset of this queue `id` (mqadmin queryMsgByOffset)")
+	offset := s.fs.Int64("offset", -1, "queue `offset` of the message to read with --queue")
 	check := func() error {
+		modes := 0
+		for _, set := range []bool{*id != "", *key != "", *queue >= 0 || *offset >= 0} {
+			if set {
+				modes++
+			}
+		}
 		switch {
-		case (*id == "") == (*key == ""):
-			return usagef("give exactly one of --id and --key")
+		case modes != 1:
+			return usagef("give exactly one of --id, --key, or --queue with --offset")
 		case *key != "" && *topic == "":
 			return usagef("--key needs --topic")
+		case (*queue >= 0 || *offset >= 0) && (*topic == "" || *queue < 0 || *offset < 0):
+			return usagef("--queue and --offset go together, with --topic, and are >= 0")
+		case *broker != "" && *queue < 0:
+			return usagef("--broker goes with --queue")
 		case *maxN < 1 || *maxN > 64:
 			return usagef("--max must be within 1..64, got %d", *maxN)
 		}
@@ -58,13 +71,20 @@ func runAdminMessage(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	defer s.close()
 	var msgs []*client.MessageExt
-	if *id != "" {
+	switch {
+	case *id != "":
 		m, err := s.admin.ViewMessage(ctx, *topic, *id)
 		if err != nil {
 			return fmt.Errorf("message %s: %s", *id, oneLine(err.Error()))
 		}
 		msgs = []*client.MessageExt{m}
-	} else {
+	case *queue >= 0:
+		m, err := s.admin.MessageAt(ctx, *topic, *broker, *queue, *offset)
+		if err != nil {
+			return fmt.Errorf("message of %s queue %d offset %d: %s", *topic, *queue, *offset, oneLine(err.Error()))
+		}
+		msgs = []*client.MessageExt{m}
+	default:
 		ms, err := s.admin.QueryMessages(ctx, *topic, *key, *maxN)
 		if err != nil {
 			return fmt.Errorf("messages of %s with key %s: %s", *topic, *key, oneLine(err.Error()))

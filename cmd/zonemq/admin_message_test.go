@@ -47,6 +47,17 @@ func TestCLIAdminMessageOffsetsStatsConnections(t *testing.T) {
 		testutil.Equal(t, got[0].OffsetMsgID, m.OffsetMsgID, args)
 		testutil.Equal(t, got[0].Broker, "broker-idc1", args)
 	}
+	// By queue and offset (queryMsgByOffset).
+	var byOffset []messageJSON
+	r = admin("message", "--topic", topic, "--broker", m.Broker, "--queue", fmt.Sprint(m.QueueID),
+		"--offset", fmt.Sprint(m.QueueOffset), "--output", "json")
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliDecode(t, r.stdout, &byOffset)
+	testutil.Equal(t, byOffset[0].OffsetMsgID, m.OffsetMsgID, r.stdout)
+	testutil.Equal(t, byOffset[0].Body, "hello")
+	testutil.Equal(t, admin("message", "--topic", topic, "--queue", "0", "--offset", "0").code, 1) // two brokers: name one
+	testutil.Equal(t, admin("message", "--topic", topic, "--broker", m.Broker, "--queue", "0", "--offset", "999").code, 1)
+	testutil.Equal(t, admin("message", "--topic", topic, "--queue", "0").code, 2)
 	r = admin("message", "--id", m.OffsetMsgID)
 	testutil.Equal(t, r.code, 0, r.stderr)
 	testutil.True(t, len(r.stdout) > 0 && containsLine(r.stdout, "Body (text, 5 bytes):  hello"), r.stdout)
