@@ -157,12 +157,13 @@ type offsetResetJSON struct {
 	QueueID    int    `json:"queueId"`
 	Old        int64  `json:"old"`
 	New        int64  `json:"new"`
+	Notified   int    `json:"consumersNotified"`
 	Error      string `json:"error,omitempty"`
 }
 
 func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s := newAdminSession("offset reset", "--group G --topic T --to earliest|latest|TIME [--output text|json]", stderr)
-	group := s.fs.String("group", "", "consumer group (required); stop its consumers first")
+	group := s.fs.String("group", "", "consumer group (required); its running consumers are told to restart from the new offsets")
 	topic := s.fs.String("topic", "", "topic (required)")
 	to := s.fs.String("to", "", "earliest, latest, an RFC 3339 time, Unix milliseconds, or a duration ago such as 10m (required)")
 	var target client.ResetTarget
@@ -201,7 +202,7 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 		out := make([]offsetResetJSON, 0, len(rows))
 		for _, r := range rows {
 			j := offsetResetJSON{Topic: r.Queue.Topic, Broker: r.Queue.BrokerName, BrokerAddr: r.BrokerAddr, IDC: r.IDC,
-				QueueID: r.Queue.QueueID, Old: r.Old, New: r.New}
+				QueueID: r.Queue.QueueID, Old: r.Old, New: r.New, Notified: r.Notified}
 			if r.Err != nil {
 				j.Error = oneLine(r.Err.Error())
 			}
@@ -211,7 +212,7 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 			return err
 		}
 	} else {
-		t := newTable(stdout, "TOPIC", "IDC", "BROKER", "QUEUE", "OLD", "NEW", "STATE")
+		t := newTable(stdout, "TOPIC", "IDC", "BROKER", "QUEUE", "OLD", "NEW", "CONSUMERS TOLD", "STATE")
 		for _, r := range rows {
 			old, state := "-", "reset"
 			if r.Old >= 0 {
@@ -220,7 +221,7 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 			if r.Err != nil {
 				state = "error: " + oneLine(r.Err.Error())
 			}
-			t.row(r.Queue.Topic, r.IDC, r.Queue.BrokerName, r.Queue.QueueID, old, r.New, state)
+			t.row(r.Queue.Topic, r.IDC, r.Queue.BrokerName, r.Queue.QueueID, old, r.New, r.Notified, state)
 		}
 		if err := t.flush(); err != nil {
 			return err

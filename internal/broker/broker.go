@@ -453,6 +453,7 @@ func (s *Server) registerHandlers() {
 	s.handle(protocol.QueryMessage, s.handleQueryMessage)
 	s.handle(protocol.ViewMessageByID, s.handleViewMessageByID)
 	s.handle(protocol.GetBrokerRuntimeInfo, s.handleGetBrokerRuntimeInfo)
+	s.handle(protocol.GetTopicFlows, s.handleGetTopicFlows)
 	s.registerReplicationHandlers()
 }
 
