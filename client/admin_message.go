@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,6 +148,29 @@ func (a *Admin) stampBroker(ctx context.Context, m *MessageExt) {
 type ResetTarget struct {
 	Earliest, Latest bool
 	Time             time.Time
+}
+
+// ParseResetTarget reads a reset target as the CLI and the console take it:
+// "earliest" (or "first"), "latest" (or "last"), an RFC 3339 time, Unix
+// milliseconds, or a duration before now such as "10m".
+func ParseResetTarget(s string, now time.Time) (ResetTarget, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "earliest", "first":
+		return ResetTarget{Earliest: true}, nil
+	case "latest", "last":
+		return ResetTarget{Latest: true}, nil
+	}
+	s = strings.TrimSpace(s)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return ResetTarget{Time: t}, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms > 0 {
+		return ResetTarget{Time: time.UnixMilli(ms)}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return ResetTarget{Time: now.Add(-d)}, nil
+	}
+	return ResetTarget{}, fmt.Errorf("%q is not earliest, latest, an RFC 3339 time, Unix milliseconds or a duration", s)
 }
 
 // OffsetReset is one queue's reset.

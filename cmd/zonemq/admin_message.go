@@ -235,22 +235,7 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 
 // parseResetTarget reads --to.
 func parseResetTarget(s string, now time.Time) (client.ResetTarget, error) {
-	switch strings.ToLower(s) {
-	case "earliest", "first":
-		return client.ResetTarget{Earliest: true}, nil
-	case "latest", "last":
-		return client.ResetTarget{Latest: true}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return client.ResetTarget{Time: t}, nil
-	}
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms > 0 {
-		return client.ResetTarget{Time: time.UnixMilli(ms)}, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return client.ResetTarget{Time: now.Add(-d)}, nil
-	}
-	return client.ResetTarget{}, fmt.Errorf("%q is not earliest, latest, an RFC 3339 time, Unix milliseconds or a duration", s)
+	return client.ParseResetTarget(s, now)
 }
 
 // brokerStatsJSON is one broker of `admin broker stats --output json`.
