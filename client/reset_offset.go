@@ -92,3 +92,27 @@ func (pc *PushConsumer) resetOffsets(ctx context.Context, topic string, table ma
 		pc.c.logger.Info("queue restarted at the reset offset", "queue", pq.mq, "offset", off)
 	}
 }
+
+// handleResetConsumerClientOffset serves RESET_CONSUMER_CLIENT_OFFSET for a
+// PullConsumer: the application holds the offsets, so it is told through
+// PullConsumerConfig.OnOffsetReset (nothing happens without one).
+func (pc *PullConsumer) handleResetConsumerClientOffset(_ context.Context, cn *remoting.Conn, req *remoting.Command) *remoting.Command {
+	var h protocol.ResetOffsetRequestHeader
+	if err := h.SetExt(req.ExtFields); err != nil || h.Group != pc.cfg.Group || pc.cfg.OnOffsetReset == nil {
+		return nil
+	}
+	body, err := protocol.DecodeResetOffsetBody(req.Body)
+	if err != nil {
+		pc.c.logger.Warn("bad reset-offset notice", "broker", cn.RemoteAddr(), "err", err)
+		return nil
+	}
+	offsets := make(map[MessageQueue]int64, len(body.OffsetTable))
+	for q, off := range body.OffsetTable {
+		if q.Topic == h.Topic {
+			offsets[MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID}] = off
+		}
+	}
+	pc.c.logger.Info("offsets reset by the broker", "broker", cn.RemoteAddr(), "topic", h.Topic, "queues", len(offsets))
+	pc.cfg.OnOffsetReset(h.Topic, offsets)
+	return nil
+}

@@ -183,3 +183,60 @@ func resetWhileRunning(t *testing.T, c *devcluster.Cluster, topic, group string)
 		testutil.True(t, r.Notified >= 1, "broker told no consumer", r.Queue, r.Notified)
 	}
 }
+
+// TestClientResetOffsetPullConsumer: a PullConsumer, whose application
+// holds the offsets, is told of a reset through OnOffsetReset, with every
+// queue's new offset.
+func TestClientResetOffsetPullConsumer(t *testing.T) {
+	c := startCluster(t, 2)
+	const topic, group = "ResetPullT", "ResetPull"
+	createTopic(t, c, topic, 2)
+	sendN(t, newProducer(t, clientConfig(c, 1)), topic, "p", 4)
+	var mu sync.Mutex
+	told := map[client.MessageQueue]int64{}
+	pc, err := client.NewPullConsumer(client.PullConsumerConfig{ClientConfig: clientConfig(c, 1), Group: group,
+		OnOffsetReset: func(tp string, offsets map[client.MessageQueue]int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			for q, off := range offsets {
+				if tp == topic {
+					told[q] = off
+				}
+			}
+		}})
+	testutil.NoError(t, err)
+	ctx := context.Background()
+	testutil.NoError(t, pc.Start(ctx))
+	defer pc.Shutdown(ctx)
+	_, err = pc.FetchQueues(ctx, topic) // the group is announced to the topic's brokers from now on
+	testutil.NoError(t, err)
+
+	admin, err := client.NewAdmin(client.AdminConfig{ClientConfig: clientConfig(c, 1)})
+	testutil.NoError(t, err)
+	testutil.NoError(t, admin.Start(ctx))
+	defer admin.Shutdown(ctx)
+	testutil.Eventually(t, 15*time.Second, func() error {
+		rows, err := admin.ResetOffsets(ctx, group, topic, client.ResetTarget{Latest: true})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Err != nil || r.Notified == 0 {
+				return fmt.Errorf("%s: told %d consumers, err %v", r.Queue, r.Notified, r.Err)
+			}
+		}
+		return nil
+	})
+	testutil.Eventually(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		total := int64(0)
+		for _, off := range told {
+			total += off
+		}
+		if len(told) != 4 || total != 4 {
+			return fmt.Errorf("told %v, want 4 queues ending at 4 messages in all", told)
+		}
+		return nil
+	})
+}
