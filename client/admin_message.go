@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,6 +150,29 @@ type ResetTarget struct {
 	Time             time.Time
 }
 
+// ParseResetTarget reads a reset target as the CLI and the console take it:
+// "earliest" (or "first"), "latest" (or "last"), an RFC 3339 time, Unix
+// milliseconds, or a duration before now such as "10m".
+func ParseResetTarget(s string, now time.Time) (ResetTarget, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "earliest", "first":
+		return ResetTarget{Earliest: true}, nil
+	case "latest", "last":
+		return ResetTarget{Latest: true}, nil
+	}
+	s = strings.TrimSpace(s)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return ResetTarget{Time: t}, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms > 0 {
+		return ResetTarget{Time: time.UnixMilli(ms)}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return ResetTarget{Time: now.Add(-d)}, nil
+	}
+	return ResetTarget{}, fmt.Errorf("%q is not earliest, latest, an RFC 3339 time, Unix milliseconds or a duration", s)
+}
+
 // OffsetReset is one queue's reset.
 type OffsetReset struct {
 	Queue      MessageQueue
@@ -155,15 +180,21 @@ type OffsetReset struct {
 	IDC        string
 	// Old is the committed offset before (-1: none); New the one set.
 	Old, New int64
+	// Notified is how many of the group's consumers the queue's broker told
+	// to restart from New (RESET_CONSUMER_CLIENT_OFFSET).
+	Notified int
 	Err      error
 }
 
 // ResetOffsets sets group's committed offset of every readable queue of
-// topic to target (UPDATE_CONSUMER_OFFSET on each queue's broker;
-// `mqadmin resetOffsetByTime` without the client-side notification). Stop
-// the group's consumers first: a running consumer commits the offset it
-// holds within a second and undoes the reset. Per-queue failures are in the
-// result's Err fields.
+// topic to target, as `mqadmin resetOffsetByTime -f true`: each of the
+// topic's brokers commits the new offsets and tells the group's consumers
+// connected to it (INVOKE_BROKER_TO_RESET_OFFSET, then the broker's
+// RESET_CONSUMER_CLIENT_OFFSET), so running consumers restart their queues
+// from there (this SDK's and rocketmq-client-go's push consumers do; a
+// client that ignores the notice commits the offset it held and undoes the
+// reset, so stop those first). Offsets move forward too. Per-broker
+// failures are in the result's Err fields.
 func (a *Admin) ResetOffsets(ctx context.Context, group, topic string, target ResetTarget) ([]OffsetReset, error) {
 	if err := a.c.running(); err != nil {
 		return nil, err
@@ -172,28 +203,54 @@ func (a *Admin) ResetOffsets(ctx context.Context, group, topic string, target Re
 	if err != nil {
 		return nil, err
 	}
+	h := protocol.ResetOffsetRequestHeader{Topic: topic, Group: group, IsForce: true}
+	switch {
+	case target.Earliest:
+		h.Timestamp = 0
+	case target.Latest:
+		h.Timestamp = protocol.ResetOffsetLatest
+	default:
+		h.Timestamp = max(target.Time.UnixMilli(), 0)
+	}
 	var out []OffsetReset
 	for _, rb := range r.readBrokers() {
 		addr := rb.broker.master()
-		for q := 0; q < rb.queues; q++ {
+		rows := make([]OffsetReset, rb.queues)
+		for q := range rows {
 			mq := MessageQueue{Topic: topic, BrokerName: rb.broker.name, QueueID: q}
-			res := OffsetReset{Queue: mq, BrokerAddr: addr, IDC: rb.broker.idc, Old: -1}
+			rows[q] = OffsetReset{Queue: mq, BrokerAddr: addr, IDC: rb.broker.idc, Old: -1, New: -1}
 			if off, err := a.c.queryOffset(ctx, addr, group, mq); err == nil {
-				res.Old = off
+				rows[q].Old = off
 			}
-			switch {
-			case target.Earliest:
-				res.New, res.Err = a.c.queueOffset(ctx, protocol.GetMinOffset, addr, mq)
-			case target.Latest:
-				res.New, res.Err = a.c.queueOffset(ctx, protocol.GetMaxOffset, addr, mq)
-			default:
-				res.New, res.Err = a.c.searchOffset(ctx, addr, mq, target.Time)
-			}
-			if res.Err == nil {
-				res.Err = a.c.updateOffset(ctx, addr, group, mq, res.New)
-			}
-			out = append(out, res)
 		}
+		table, notified, err := a.invokeReset(ctx, addr, h)
+		for q := range rows {
+			rows[q].Err, rows[q].Notified = err, notified
+			if off, ok := table[rows[q].Queue.internal()]; ok {
+				rows[q].New = off
+			} else if err == nil {
+				rows[q].Err = fmt.Errorf("zonemq client: broker %s did not reset queue %d", rb.broker.name, q)
+			}
+		}
+		out = append(out, rows...)
 	}
 	return out, nil
+}
+
+// invokeReset asks the broker at addr to reset (INVOKE_BROKER_TO_RESET_OFFSET)
+// and returns the offsets it set and how many consumers it told.
+func (a *Admin) invokeReset(ctx context.Context, addr string, h protocol.ResetOffsetRequestHeader) (map[protocol.MessageQueue]int64, int, error) {
+	resp, err := a.c.invoke(ctx, addr, request(protocol.InvokeBrokerToResetOffset, h.Ext(), nil), a.c.cfg.RequestTimeout)
+	if err != nil {
+		return nil, 0, err
+	}
+	if resp.Code != int32(protocol.Success) {
+		return nil, 0, responseError(protocol.InvokeBrokerToResetOffset, addr, resp)
+	}
+	body, err := protocol.DecodeResetOffsetBody(resp.Body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("zonemq client: INVOKE_BROKER_TO_RESET_OFFSET answer from %s: %w", addr, err)
+	}
+	notified, _ := strconv.Atoi(resp.Ext("zonemqConsumersNotified"))
+	return body.OffsetTable, notified, nil
 }

@@ -23,6 +23,13 @@ type PullConsumerConfig struct {
 	// CONSUME_ACTIVELY) to the brokers of the topics fetched. Zero means
 	// DefaultHeartbeatInterval (1 s).
 	HeartbeatInterval time.Duration
+	// OnOffsetReset, if set, is called when a broker resets the group's
+	// offsets (`zonemq admin offset reset`, `mqadmin resetOffsetByTime`)
+	// with the topic and the new offset of each of that broker's queues;
+	// the application should continue from there instead of committing
+	// the positions it held. It runs on its own goroutine. Nil: the reset
+	// is not noticed.
+	OnOffsetReset func(topic string, offsets map[MessageQueue]int64)
 }
 
 // PullConsumer reads queues the application chooses, at offsets it
@@ -51,6 +58,7 @@ func NewPullConsumer(cfg PullConsumerConfig) (*PullConsumer, error) {
 	all, _ := newSubscription("ALL", protocol.SubscribeAll, nil)
 	pc := &PullConsumer{cfg: cfg, c: c, all: all, topics: map[string]*subscription{}}
 	c.groups = func() []string { return []string{cfg.Group} }
+	c.rc.Handle(int32(protocol.ResetConsumerClientOffset), pc.handleResetConsumerClientOffset)
 	return pc, nil
 }
 

@@ -95,6 +95,7 @@ func NewPushConsumer(cfg ConsumerConfig) (*PushConsumer, error) {
 		}
 	})
 	c.rc.Handle(int32(protocol.NotifyConsumerIDsChanged), pc.handleNotifyConsumerIDsChanged)
+	c.rc.Handle(int32(protocol.ResetConsumerClientOffset), pc.handleResetConsumerClientOffset)
 	return pc, nil
 }
 

@@ -49,6 +49,12 @@ type TraceEvent struct {
 	IDC       string
 	// ClientHost is the producer's (publish) or the consumer's IP.
 	ClientHost string
+	// ClientID and ClientIDC name the producer or consumer, when it is
+	// still connected and its group has one member on that host (see
+	// identifyTraceClients); ClientIDC is "" for clients whose id carries
+	// no IDC.
+	ClientID  string
+	ClientIDC string
 	// RequestID pairs a consumer's start and outcome records.
 	RequestID string
 	// Cost is the send's or the handler's duration.
@@ -79,7 +85,9 @@ func (a *Admin) MessageTrace(ctx context.Context, msgID string) ([]TraceEvent, e
 			out = append(out, e)
 		}
 	}
-	return finishTrace(out, brokers), err
+	out = finishTrace(out, brokers)
+	a.identifyTraceClients(ctx, out, brokers)
+	return out, err
 }
 
 // TraceByKey returns the trace events of every message whose keys include
@@ -111,7 +119,9 @@ func (a *Admin) TraceByKey(ctx context.Context, key string) ([]TraceEvent, error
 			}
 		}
 	}
-	return finishTrace(out, brokers), err
+	out = finishTrace(out, brokers)
+	a.identifyTraceClients(ctx, out, brokers)
+	return out, err
 }
 
 // traceRecords reads the trace messages indexed under key (a message id
@@ -207,7 +217,8 @@ func parseTraceRecords(body string) []TraceEvent {
 	return out
 }
 
-// finishTrace names the storing broker and IDC of publish events, gives
+// finishTrace names the storing broker and IDC of publish events (and of
+// first deliveries, read from there), gives
 // outcome events the consumer of their start event, drops duplicates and
 // sorts by time.
 func finishTrace(evs []TraceEvent, brokers []BrokerStatus) []TraceEvent {
@@ -221,14 +232,28 @@ func finishTrace(evs []TraceEvent, brokers []BrokerStatus) []TraceEvent {
 			starts[e.MsgID+"/"+e.RequestID] = e
 		}
 	}
+	// A first delivery is read from the broker that stored the message
+	// (a redelivery comes from the retry topic, possibly elsewhere).
+	storedOn := map[string]BrokerStatus{}
+	for _, e := range evs {
+		if b, ok := byAddr[e.StoreHost]; ok && e.Type == TracePublish && e.Success {
+			storedOn[e.MsgID] = b
+		}
+	}
 	seen := map[TraceEvent]bool{}
 	out := []TraceEvent{}
 	for _, e := range evs {
 		if b, ok := byAddr[e.StoreHost]; ok && e.Type == TracePublish {
 			e.Broker, e.IDC = b.Name, b.IDC
 		}
+		if b, ok := storedOn[e.MsgID]; ok && e.Type == TraceConsumeStart && e.RetryTimes == 0 {
+			e.Broker, e.IDC = b.Name, b.IDC
+		}
 		if s, ok := starts[e.MsgID+"/"+e.RequestID]; ok && e.Type == TraceConsumeOutcome {
 			e.ClientHost = s.ClientHost
+			if b, ok := storedOn[e.MsgID]; ok && s.RetryTimes == 0 {
+				e.Broker, e.IDC = b.Name, b.IDC
+			}
 			if e.Group == "" {
 				e.Group = s.Group
 			}
@@ -241,12 +266,32 @@ func finishTrace(evs []TraceEvent, brokers []BrokerStatus) []TraceEvent {
 			out = append(out, e)
 		}
 	}
+	// Messages in the order of their first event; within one, the publish
+	// first (the producer and the consumer stamp their records with their
+	// own clocks, and a send records its time when it returns, so a
+	// delivery can carry an earlier time), then by time.
+	first := map[string]time.Time{}
+	for _, e := range out {
+		if t, ok := first[e.MsgID]; !ok || e.Time.Before(t) {
+			first[e.MsgID] = e.Time
+		}
+	}
 	rank := map[string]int{TracePublish: 0, TraceConsumeStart: 1, TraceConsumeOutcome: 2}
 	sort.SliceStable(out, func(i, j int) bool {
-		if !out[i].Time.Equal(out[j].Time) {
-			return out[i].Time.Before(out[j].Time)
+		a, b := out[i], out[j]
+		if a.MsgID != b.MsgID {
+			if !first[a.MsgID].Equal(first[b.MsgID]) {
+				return first[a.MsgID].Before(first[b.MsgID])
+			}
+			return a.MsgID < b.MsgID
 		}
-		return rank[out[i].Type] < rank[out[j].Type]
+		if (a.Type == TracePublish) != (b.Type == TracePublish) {
+			return a.Type == TracePublish
+		}
+		if !a.Time.Equal(b.Time) {
+			return a.Time.Before(b.Time)
+		}
+		return rank[a.Type] < rank[b.Type]
 	})
 	return out
 }

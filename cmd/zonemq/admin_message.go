@@ -37,17 +37,30 @@ type messageJSON struct {
 }
 
 func runAdminMessage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	s := newAdminSession("message", "(--id ID [--topic T] | --topic T --key K [--max 32]) [--output text|json]", stderr)
+	s := newAdminSession("message", "(--id ID [--topic T] | --topic T --key K [--max 32] | --topic T [--broker NAME] --queue Q --offset N) [--output text|json]", stderr)
 	id := s.fs.String("id", "", "message id: a broker (offset) id as sends print, or a client id (UNIQ_KEY) with --topic")
-	topic := s.fs.String("topic", "", "topic (required with --key or a client message id)")
+	topic := s.fs.String("topic", "", "topic (required with --key, --queue or a client message id)")
 	key := s.fs.String("key", "", "find the messages of --topic carrying this key (KEYS)")
 	maxN := s.fs.Int("max", 32, "at most this many messages for --key")
+	broker := s.fs.String("broker", "", "broker `name` of --queue (needed when the topic is on several brokers)")
+	queue := s.fs.Int("queue", -1, "read the message at --offset of this queue `id` (mqadmin queryMsgByOffset)")
+	offset := s.fs.Int64("offset", -1, "queue `offset` of the message to read with --queue")
 	check := func() error {
+		modes := 0
+		for _, set := range []bool{*id != "", *key != "", *queue >= 0 || *offset >= 0} {
+			if set {
+				modes++
+			}
+		}
 		switch {
-		case (*id == "") == (*key == ""):
-			return usagef("give exactly one of --id and --key")
+		case modes != 1:
+			return usagef("give exactly one of --id, --key, or --queue with --offset")
 		case *key != "" && *topic == "":
 			return usagef("--key needs --topic")
+		case (*queue >= 0 || *offset >= 0) && (*topic == "" || *queue < 0 || *offset < 0):
+			return usagef("--queue and --offset go together, with --topic, and are >= 0")
+		case *broker != "" && *queue < 0:
+			return usagef("--broker goes with --queue")
 		case *maxN < 1 || *maxN > 64:
 			return usagef("--max must be within 1..64, got %d", *maxN)
 		}
@@ -58,13 +71,20 @@ func runAdminMessage(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	defer s.close()
 	var msgs []*client.MessageExt
-	if *id != "" {
+	switch {
+	case *id != "":
 		m, err := s.admin.ViewMessage(ctx, *topic, *id)
 		if err != nil {
 			return fmt.Errorf("message %s: %s", *id, oneLine(err.Error()))
 		}
 		msgs = []*client.MessageExt{m}
-	} else {
+	case *queue >= 0:
+		m, err := s.admin.MessageAt(ctx, *topic, *broker, *queue, *offset)
+		if err != nil {
+			return fmt.Errorf("message of %s queue %d offset %d: %s", *topic, *queue, *offset, oneLine(err.Error()))
+		}
+		msgs = []*client.MessageExt{m}
+	default:
 		ms, err := s.admin.QueryMessages(ctx, *topic, *key, *maxN)
 		if err != nil {
 			return fmt.Errorf("messages of %s with key %s: %s", *topic, *key, oneLine(err.Error()))
@@ -137,12 +157,13 @@ type offsetResetJSON struct {
 	QueueID    int    `json:"queueId"`
 	Old        int64  `json:"old"`
 	New        int64  `json:"new"`
+	Notified   int    `json:"consumersNotified"`
 	Error      string `json:"error,omitempty"`
 }
 
 func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s := newAdminSession("offset reset", "--group G --topic T --to earliest|latest|TIME [--output text|json]", stderr)
-	group := s.fs.String("group", "", "consumer group (required); stop its consumers first")
+	group := s.fs.String("group", "", "consumer group (required); its running consumers are told to restart from the new offsets")
 	topic := s.fs.String("topic", "", "topic (required)")
 	to := s.fs.String("to", "", "earliest, latest, an RFC 3339 time, Unix milliseconds, or a duration ago such as 10m (required)")
 	var target client.ResetTarget
@@ -181,7 +202,7 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 		out := make([]offsetResetJSON, 0, len(rows))
 		for _, r := range rows {
 			j := offsetResetJSON{Topic: r.Queue.Topic, Broker: r.Queue.BrokerName, BrokerAddr: r.BrokerAddr, IDC: r.IDC,
-				QueueID: r.Queue.QueueID, Old: r.Old, New: r.New}
+				QueueID: r.Queue.QueueID, Old: r.Old, New: r.New, Notified: r.Notified}
 			if r.Err != nil {
 				j.Error = oneLine(r.Err.Error())
 			}
@@ -191,7 +212,7 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 			return err
 		}
 	} else {
-		t := newTable(stdout, "TOPIC", "IDC", "BROKER", "QUEUE", "OLD", "NEW", "STATE")
+		t := newTable(stdout, "TOPIC", "IDC", "BROKER", "QUEUE", "OLD", "NEW", "CONSUMERS TOLD", "STATE")
 		for _, r := range rows {
 			old, state := "-", "reset"
 			if r.Old >= 0 {
@@ -200,7 +221,7 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 			if r.Err != nil {
 				state = "error: " + oneLine(r.Err.Error())
 			}
-			t.row(r.Queue.Topic, r.IDC, r.Queue.BrokerName, r.Queue.QueueID, old, r.New, state)
+			t.row(r.Queue.Topic, r.IDC, r.Queue.BrokerName, r.Queue.QueueID, old, r.New, r.Notified, state)
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -214,22 +235,7 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 
 // parseResetTarget reads --to.
 func parseResetTarget(s string, now time.Time) (client.ResetTarget, error) {
-	switch strings.ToLower(s) {
-	case "earliest", "first":
-		return client.ResetTarget{Earliest: true}, nil
-	case "latest", "last":
-		return client.ResetTarget{Latest: true}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return client.ResetTarget{Time: t}, nil
-	}
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms > 0 {
-		return client.ResetTarget{Time: time.UnixMilli(ms)}, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return client.ResetTarget{Time: now.Add(-d)}, nil
-	}
-	return client.ResetTarget{}, fmt.Errorf("%q is not earliest, latest, an RFC 3339 time, Unix milliseconds or a duration", s)
+	return client.ParseResetTarget(s, now)
 }
 
 // brokerStatsJSON is one broker of `admin broker stats --output json`.

@@ -47,6 +47,17 @@ func TestCLIAdminMessageOffsetsStatsConnections(t *testing.T) {
 		testutil.Equal(t, got[0].OffsetMsgID, m.OffsetMsgID, args)
 		testutil.Equal(t, got[0].Broker, "broker-idc1", args)
 	}
+	// By queue and offset (queryMsgByOffset).
+	var byOffset []messageJSON
+	r = admin("message", "--topic", topic, "--broker", m.Broker, "--queue", fmt.Sprint(m.QueueID),
+		"--offset", fmt.Sprint(m.QueueOffset), "--output", "json")
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliDecode(t, r.stdout, &byOffset)
+	testutil.Equal(t, byOffset[0].OffsetMsgID, m.OffsetMsgID, r.stdout)
+	testutil.Equal(t, byOffset[0].Body, "hello")
+	testutil.Equal(t, admin("message", "--topic", topic, "--queue", "0", "--offset", "0").code, 1) // two brokers: name one
+	testutil.Equal(t, admin("message", "--topic", topic, "--broker", m.Broker, "--queue", "0", "--offset", "999").code, 1)
+	testutil.Equal(t, admin("message", "--topic", topic, "--queue", "0").code, 2)
 	r = admin("message", "--id", m.OffsetMsgID)
 	testutil.Equal(t, r.code, 0, r.stderr)
 	testutil.True(t, len(r.stdout) > 0 && containsLine(r.stdout, "Body (text, 5 bytes):  hello"), r.stdout)
@@ -125,6 +136,43 @@ func TestCLIAdminMessageOffsetsStatsConnections(t *testing.T) {
 		return nil
 	})
 	testutil.Equal(t, prods[0].IDC, "idc2", r.stdout)
+
+	// Topic stats: idc1's three sends on broker-idc1, and a TPS > 0 for
+	// sends made during the interval.
+	stop := make(chan struct{})
+	sending := make(chan struct{})
+	go func() {
+		defer close(sending)
+		for i := 0; i < 500; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			p.SendSync(context.Background(), &client.Message{Topic: topic, Body: []byte("tps")})
+		}
+	}()
+	var ts []topicStatsJSON
+	r = admin("topic", "stats", "--topic", topic, "--interval", "1s", "--output", "json")
+	close(stop)
+	<-sending
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliDecode(t, r.stdout, &ts)
+	var inIDC1 int64
+	var tps float64
+	for _, row := range ts {
+		testutil.Equal(t, row.Topic, topic, r.stdout)
+		if row.Broker == "broker-idc1" {
+			inIDC1 = max(inIDC1, row.InTotal)
+		}
+		tps += row.InTPS
+	}
+	testutil.True(t, inIDC1 >= 3, "broker-idc1 stored", inIDC1, r.stdout)
+	testutil.True(t, tps > 0, "in TPS while sending", r.stdout)
+	r = admin("topic", "stats", "--interval", "200ms")
+	testutil.Equal(t, r.code, 0, r.stderr)
+	testutil.True(t, strings.Contains(r.stdout, "IN TPS") && strings.Contains(r.stdout, topic), r.stdout)
+	testutil.Equal(t, admin("topic", "stats", "--interval", "1ms").code, 2)
 	testutil.Equal(t, admin("producer", "connections", "--group", "NobodyHere").code, 1)
 }
 

@@ -24,6 +24,8 @@ type traceEventJSON struct {
 	Broker      string `json:"broker,omitempty"`
 	IDC         string `json:"idc,omitempty"`
 	ClientHost  string `json:"clientHost,omitempty"`
+	ClientID    string `json:"clientId,omitempty"`  // the producer or consumer, while it is connected
+	ClientIDC   string `json:"clientIdc,omitempty"` // the IDC its client id carries
 	RequestID   string `json:"requestId,omitempty"`
 	CostMillis  int64  `json:"costMs"`
 	Success     bool   `json:"success"`
@@ -65,7 +67,7 @@ func runAdminTrace(ctx context.Context, args []string, stdout, stderr io.Writer)
 		for _, e := range evs {
 			out = append(out, traceEventJSON{Type: e.Type, Time: e.Time.Format(time.RFC3339Nano), Group: e.Group, Topic: e.Topic,
 				MsgID: e.MsgID, OffsetMsgID: e.OffsetMsgID, Tags: e.Tags, Keys: e.Keys, StoreHost: e.StoreHost, Broker: e.Broker,
-				IDC: e.IDC, ClientHost: e.ClientHost, RequestID: e.RequestID, CostMillis: e.Cost.Milliseconds(), Success: e.Success,
+				IDC: e.IDC, ClientHost: e.ClientHost, ClientID: e.ClientID, ClientIDC: e.ClientIDC, RequestID: e.RequestID, CostMillis: e.Cost.Milliseconds(), Success: e.Success,
 				RetryTimes: e.RetryTimes})
 		}
 		return printJSON(stdout, out)
@@ -73,10 +75,17 @@ func runAdminTrace(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if len(evs) == 0 {
 		return errors.New("no trace of " + what + " (are the clients' message traces on? WithTrace / enableMsgTrace)")
 	}
-	t := newTable(stdout, "TIME", "MSG ID", "EVENT", "GROUP", "CLIENT", "BROKER", "IDC", "STATUS", "COST")
+	t := newTable(stdout, "TIME", "MSG ID", "EVENT", "GROUP", "CLIENT", "CLIENT IDC", "BROKER", "BROKER IDC", "STATUS", "COST")
 	for _, e := range evs {
 		event, status := traceWords(e)
-		t.row(e.Time.Format("15:04:05.000"), e.MsgID, event, e.Group, e.ClientHost, e.Broker, e.IDC, status, e.Cost)
+		who, whoIDC := e.ClientHost, e.ClientIDC
+		if e.ClientID != "" {
+			who = e.ClientID
+		}
+		if whoIDC == "" {
+			whoIDC = "-"
+		}
+		t.row(e.Time.Format("15:04:05.000"), e.MsgID, event, e.Group, who, whoIDC, e.Broker, e.IDC, status, e.Cost)
 	}
 	return t.flush()
 }

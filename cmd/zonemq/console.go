@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/zonemq/zonemq/internal/console"
@@ -13,19 +14,22 @@ import (
 func init() {
 	register(command{
 		name:    "console",
-		summary: "read-only web console: IDCs, servers' health, live traffic per IDC, groups, failover timeline",
+		summary: "web console: IDCs, servers' health, live traffic per IDC, groups, failover timeline (read-only unless --admin)",
 		run:     runConsole,
 	})
 }
 
-const consoleSynopsis = "--addrsrv URL[,URL…] [--listen 127.0.0.1:8088] [--interval 1s]"
+const consoleSynopsis = "--addrsrv URL[,URL…] [--listen 127.0.0.1:8088] [--interval 1s] [--admin] [--access-key K --secret-key S]"
 
 const consoleAbout = `Serves a web page that shows the IDCs side by side with their address servers,
 name servers and brokers and their health; where each IDC's producers send and
 its consumers read right now; topics with their queues per broker; consumer
 groups with each queue's owner, its IDC and lag; and a timeline of what went
 down, came back and moved. It polls the cluster through the address servers
-(give one per IDC) and changes nothing. See docs/console.md.
+(give one per IDC) and changes nothing, unless --admin adds an admin page
+(create a topic, reset a group's offsets) whose actions are signed with
+--access-key/--secret-key: with ACL on, that account needs admin: true.
+See docs/console.md.
 
 Prints "console on http://ADDR/" on stdout once it serves.
 `
@@ -40,6 +44,9 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	listen := fs.String("listen", "127.0.0.1:8088", "`host:port` to serve the console on")
 	interval := fs.Duration("interval", 0, "how often the cluster is read (default 1s)")
 	logLevel := fs.String("log-level", "warn", "log `level`: debug, info, warn or error")
+	admin := fs.Bool("admin", false, "enable the admin page (/admin): create topics, reset offsets (off: read-only)")
+	accessKey := fs.String("access-key", os.Getenv(envAccessKey), "ACL access `key` the console signs with (default $"+envAccessKey+")")
+	secretKey := fs.String("secret-key", os.Getenv(envSecretKey), "ACL secret `key` of --access-key; prefer $"+envSecretKey+" (the command line shows in ps)")
 	if err := parseQuiet(fs, args, stderr); err != nil {
 		return err
 	}
@@ -52,15 +59,22 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(urls) == 0 {
 		return usagef("--addrsrv is required (the address servers' URLs, e.g. http://127.0.1.1:18080)")
 	}
+	if (*accessKey == "") != (*secretKey == "") {
+		return usagef("--access-key and --secret-key go together (or $%s and $%s)", envAccessKey, envSecretKey)
+	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
 	}
-	s, err := console.New(console.Options{AddrsrvURLs: urls, Listen: *listen, Interval: *interval, Logger: logger})
+	s, err := console.New(console.Options{AddrsrvURLs: urls, Listen: *listen, Interval: *interval, Logger: logger,
+		Admin: *admin, AccessKey: *accessKey, SecretKey: *secretKey})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "console on %s\n", s.URL())
+	if *admin {
+		fmt.Fprintf(stdout, "admin actions on %sadmin\n", s.URL())
+	}
 	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

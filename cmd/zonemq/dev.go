@@ -84,6 +84,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"IDC's broker in the next IDC (on port BASE+912), so an IDC's messages survive its loss")
 	replication := fs.String("replication", "sync", "how masters acknowledge with --replicas > 1: sync (every in-sync replica holds\n"+
 		"the message) or async")
+	metrics := fs.Bool("metrics", true, "serve Prometheus /metrics on every server, on its IDC's address: brokers BASE+9100+id,\n"+
+		"name servers BASE+9200, address servers BASE+9300 (free ports with --base-port 0)")
 	if err := parseQuiet(fs, args, stderr); err != nil {
 		return err
 	}
@@ -124,8 +126,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer ln.Close()
 	}
 	start := time.Now()
-	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: *idcs, DataDir: *dataDir, BasePort: *basePort, Logger: logger,
-		Replicas: *replicas, Replication: *replication})
+	dopts := devcluster.Options{IDCs: *idcs, DataDir: *dataDir, BasePort: *basePort, Logger: logger,
+		Replicas: *replicas, Replication: *replication}
+	if *metrics {
+		enableDevMetrics(&dopts, *basePort)
+	}
+	c, err := devcluster.Start(ctx, dopts)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting
@@ -170,6 +176,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// dev-ctl finds only the default base port's endpoint by itself.
 		defaultControl: *control == devCtlDefaultControl(),
 	})
+	printDevMetrics(stdout, c)
 	if consoleURL != "" {
 		fmt.Fprintf(stdout, "\nWeb console (IDCs, live traffic, failover timeline): %s\n", consoleURL)
 	}

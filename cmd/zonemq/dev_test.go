@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -51,6 +53,18 @@ func TestCLIDevWalkthrough(t *testing.T) {
 		}
 	}
 	testutil.True(t, strings.Contains(banner, "dev-ctl --control "+rd.url+" stop broker idc1"), banner)
+
+	// Every server serves /metrics, and the banner lists each URL.
+	eps := c.MetricsEndpoints()
+	testutil.Equal(t, len(eps), 6, eps) // 2 IDCs x address server, name server, broker
+	for _, ep := range eps {
+		testutil.True(t, strings.Contains(banner, ep.URL), "banner lacks", ep.URL, banner)
+		resp, err := http.Get(ep.URL)
+		testutil.NoError(t, err, ep.URL)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		testutil.True(t, strings.Contains(string(body), "zonemq_"+ep.Role+"_"), ep.URL, string(body[:min(len(body), 200)]))
+	}
 
 	// The Demo topic exists on both brokers already.
 	r := cli(t, cliArgs(c, 1, []string{"admin", "topic", "route"}, "--topic", "Demo")...)

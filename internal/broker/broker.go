@@ -436,6 +436,7 @@ func (s *Server) registerHandlers() {
 	s.handle(protocol.SearchOffsetByTimestamp, s.handleSearchOffsetByTimestamp)
 	s.handle(protocol.GetEarliestMsgStoretime, s.handleGetEarliestMsgStoretime)
 	s.handle(protocol.GetAllConsumerOffset, s.handleGetAllConsumerOffset)
+	s.handle(protocol.InvokeBrokerToResetOffset, s.handleInvokeBrokerToResetOffset)
 	s.handle(protocol.HeartBeat, s.handleHeartBeat)
 	s.handle(protocol.UnregisterClient, s.handleUnregisterClient)
 	s.handle(protocol.GetConsumerListByGroup, s.handleGetConsumerListByGroup)
@@ -452,6 +453,7 @@ func (s *Server) registerHandlers() {
 	s.handle(protocol.QueryMessage, s.handleQueryMessage)
 	s.handle(protocol.ViewMessageByID, s.handleViewMessageByID)
 	s.handle(protocol.GetBrokerRuntimeInfo, s.handleGetBrokerRuntimeInfo)
+	s.handle(protocol.GetTopicFlows, s.handleGetTopicFlows)
 	s.registerReplicationHandlers()
 }
 

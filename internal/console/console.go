@@ -45,6 +45,14 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Logger receives the console's log lines; nil discards them.
 	Logger *slog.Logger
+
+	// Admin enables the admin page (/admin): create a topic, reset a
+	// group's offsets. Off (the default), the console changes nothing.
+	Admin bool
+	// AccessKey and SecretKey sign every request the console makes, as
+	// the CLI's --access-key/--secret-key do: needed to read a cluster with
+	// ACL on, and an account with admin: true for the admin actions.
+	AccessKey, SecretKey string
 }
 
 // Server is a running console. Its methods are safe for concurrent use.
@@ -56,6 +64,8 @@ type Server struct {
 	admin    *client.Admin
 	poller   *poller
 	tmpl     *template.Template
+	// adminToken is put in every admin form and required back (CSRF).
+	adminToken string
 
 	mu   sync.Mutex
 	snap Snapshot
@@ -90,16 +100,21 @@ func New(opts Options) (*Server, error) {
 	}
 	admin, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{
 		AddrsrvURLs: opts.AddrsrvURLs, RequestTimeout: opts.RequestTimeout, Logger: logger,
+		AccessKey: opts.AccessKey, SecretKey: opts.SecretKey,
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
+	}
+	token, err := newAdminToken()
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("console: --listen %s: %w", opts.Listen, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{opts: opts, logger: logger, listener: ln, admin: admin, tmpl: tmpl,
+	s := &Server{opts: opts, logger: logger, listener: ln, admin: admin, tmpl: tmpl, adminToken: token,
 		poller: newPoller(opts, admin), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	s.snap = Snapshot{At: time.Now(), Addrsrvs: opts.AddrsrvURLs}
 	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second,
@@ -199,7 +214,8 @@ func (s *Server) Shutdown() {
 	<-s.done
 }
 
-// routes is the console's HTTP surface; every route is a GET.
+// routes is the console's HTTP surface: GETs that change nothing, and with
+// Options.Admin the admin page and its POSTed actions (admin.go).
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "static")
@@ -208,5 +224,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /live", s.handleLive)
 	mux.HandleFunc("GET /api/snapshot", s.handleSnapshot)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	if s.opts.Admin {
+		s.adminRoutes(mux)
+	}
 	return mux
 }

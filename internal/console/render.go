@@ -86,11 +86,12 @@ type pageData struct {
 	Snapshot
 	Polls int
 	Now   time.Time
+	Admin bool // the admin page is enabled
 }
 
 func (s *Server) data() pageData {
 	snap, n := s.Snapshot()
-	return pageData{Snapshot: snap, Polls: n, Now: time.Now()}
+	return pageData{Snapshot: snap, Polls: n, Now: time.Now(), Admin: s.opts.Admin}
 }
 
 // render executes a template into a buffer first, so a template error

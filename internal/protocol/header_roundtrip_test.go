@@ -35,6 +35,7 @@ var headerTypes = []protocol.Header{
 	&protocol.UpdateConsumerOffsetRequestHeader{},
 	&protocol.QueueRequestHeader{},
 	&protocol.SearchOffsetRequestHeader{},
+	&protocol.ResetOffsetRequestHeader{},
 	&protocol.TimestampResponseHeader{},
 	&protocol.QueryMessageRequestHeader{},
 	&protocol.QueryMessageResponseHeader{},
