@@ -8,7 +8,7 @@ package protocol
 // ext "topic" keeps one topic. Answer: body JSON TopicFlows. They are the
 // same counters as the broker's zonemq_broker_messages_in_total and
 // zonemq_broker_messages_out_total metrics.
-const GetTopicFlows RequestCode = 9301
+const GetTopicFlows RequestCode = 9302
 
 func init() {
 	requestNames[GetTopicFlows] = "ZONEMQ_GET_TOPIC_FLOWS"
