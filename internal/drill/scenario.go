@@ -17,8 +17,9 @@ type phase struct {
 	failure     string // "none", "kill", "hang", "stop"
 	description string
 	failedIDC   string
-	consumers   bool // the failure is of consumers (S4), not servers
-	network     bool // a network scenario (--netns), judged by networkPhaseResult
+	consumers   bool       // the failure is of consumers (S4), not servers
+	network     bool       // a network scenario (--netns), judged by networkPhaseResult
+	locks       *LockAudit // network scenarios: the brokers' lock tables (lockaudit.go)
 
 	failAt, restoreAt, endAt time.Time
 	addrsrvDrop              time.Duration // S3: how long until the address server stopped listing the dead name server

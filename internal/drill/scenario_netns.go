@@ -45,6 +45,34 @@ func (d *drill) netnsSteps() []step {
 	}
 }
 
+// startLockAudit starts the lock audit under --netns (nothing on loopback,
+// where the network scenarios do not run).
+func (d *drill) startLockAudit(ctx context.Context) error {
+	if d.network == nil || d.network.topo == nil {
+		return nil
+	}
+	a, err := startLockAudit(ctx, d.cluster, d.opts.Logger)
+	if err != nil {
+		return err
+	}
+	d.audit = a
+	return nil
+}
+
+// judgeLocks gives every network phase what the lock audit saw from its
+// cut to its end.
+func (d *drill) judgeLocks(phases []*phase) {
+	if d.audit == nil {
+		return
+	}
+	for _, p := range phases {
+		if p.network {
+			s := d.audit.summary(p.failAt, p.endAt)
+			p.locks = &s
+		}
+	}
+}
+
 // networkPhaseResult judges a network scenario. Nothing has crashed, so the
 // question is not where traffic moved but whether every IDC kept working on
 // its side of the cut and nothing acknowledged was lost:
@@ -56,7 +84,8 @@ func (d *drill) netnsSteps() []step {
 //   - FailbackProducer / FailbackConsumer are as for the other scenarios:
 //     from the heal to the failed IDC's first local send and receive;
 //   - it passes when every IDC's producer had messages acknowledged after
-//     the heal and the failed IDC's consumer read its own broker again.
+//     the heal, the failed IDC's consumer read its own broker again, and
+//     no broker lock table showed a queue with two owners at once.
 //
 // Lost and duplicates are counted as everywhere (countWindow).
 func networkPhaseResult(sends []sendRecord, recvs map[string][]recvRecord, p *phase) ScenarioResult {
@@ -108,6 +137,13 @@ func networkPhaseResult(sends []sendRecord, recvs map[string][]recvRecord, p *ph
 	r.FailbackConsumer = millis(best)
 
 	r.Recovered = r.FailbackConsumer >= 0 && r.FailbackProducer >= 0
+	if p.locks != nil {
+		r.Locks = p.locks
+		r.Notes = append(r.Notes, p.locks.String())
+		if p.locks.Conflicts > 0 {
+			r.Recovered = false
+		}
+	}
 	for _, s := range sends {
 		if !ackedAfterHeal[s.producerIDC] {
 			r.Recovered = false
