@@ -193,8 +193,8 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 
 	sends, recvs := d.work.ledger.snapshot()
 	d.writeLedger(sends, recvs, start)
-	d.judgeLocks(phases)
 	results, totals := analyze(sends, recvs, s1Start, s1End, phases)
+	d.judgeLocks(results, phases)
 	r := &Report{
 		IDCs: d.opts.IDCs, PhaseMillis: millis(d.opts.PhaseLength), StartedAt: start,
 		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, OK: true,

@@ -17,9 +17,8 @@ type phase struct {
 	failure     string // "none", "kill", "hang", "stop"
 	description string
 	failedIDC   string
-	consumers   bool       // the failure is of consumers (S4), not servers
-	network     bool       // a network scenario (--netns), judged by networkPhaseResult
-	locks       *LockAudit // network scenarios: the brokers' lock tables (lockaudit.go)
+	consumers   bool // the failure is of consumers (S4), not servers
+	network     bool // a network scenario (--netns), judged by networkPhaseResult
 
 	failAt, restoreAt, endAt time.Time
 	addrsrvDrop              time.Duration // S3: how long until the address server stopped listing the dead name server

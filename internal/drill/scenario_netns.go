@@ -59,16 +59,20 @@ func (d *drill) startLockAudit(ctx context.Context) error {
 	return nil
 }
 
-// judgeLocks gives every network phase what the lock audit saw from its
-// cut to its end.
-func (d *drill) judgeLocks(phases []*phase) {
-	if d.audit == nil {
+// judgeLocks adds to every scenario's result what the lock audit saw from
+// its failure to its end (results[0] is S1, then one per phase); a queue
+// with two owners at once fails the scenario.
+func (d *drill) judgeLocks(results []ScenarioResult, phases []*phase) {
+	if d.audit == nil || len(results) != len(phases)+1 {
 		return
 	}
-	for _, p := range phases {
-		if p.network {
-			s := d.audit.summary(p.failAt, p.endAt)
-			p.locks = &s
+	for k, p := range phases {
+		s := d.audit.summary(p.failAt, p.endAt)
+		r := &results[k+1]
+		r.Locks = &s
+		r.Notes = append(r.Notes, s.String())
+		if s.Conflicts > 0 {
+			r.Recovered = false
 		}
 	}
 }
@@ -84,8 +88,9 @@ func (d *drill) judgeLocks(phases []*phase) {
 //   - FailbackProducer / FailbackConsumer are as for the other scenarios:
 //     from the heal to the failed IDC's first local send and receive;
 //   - it passes when every IDC's producer had messages acknowledged after
-//     the heal, the failed IDC's consumer read its own broker again, and
-//     no broker lock table showed a queue with two owners at once.
+//     the heal and the failed IDC's consumer read its own broker again
+//     (and, as every scenario under --netns, when no broker lock table
+//     showed a queue with two owners at once: judgeLocks).
 //
 // Lost and duplicates are counted as everywhere (countWindow).
 func networkPhaseResult(sends []sendRecord, recvs map[string][]recvRecord, p *phase) ScenarioResult {
@@ -137,13 +142,7 @@ func networkPhaseResult(sends []sendRecord, recvs map[string][]recvRecord, p *ph
 	r.FailbackConsumer = millis(best)
 
 	r.Recovered = r.FailbackConsumer >= 0 && r.FailbackProducer >= 0
-	if p.locks != nil {
-		r.Locks = p.locks
-		r.Notes = append(r.Notes, p.locks.String())
-		if p.locks.Conflicts > 0 {
-			r.Recovered = false
-		}
-	}
+
 	for _, s := range sends {
 		if !ackedAfterHeal[s.producerIDC] {
 			r.Recovered = false
