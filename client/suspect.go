@@ -36,8 +36,9 @@ import (
 // DefaultSendSuspectAfter is ProducerConfig.SendSuspectAfter's default.
 const DefaultSendSuspectAfter = 100 * time.Millisecond
 
-// silenceWindow is how long the suspect has to answer its check (at least,
-// see confirmSilent).
+// silenceWindow is how long the suspect has at least to answer its check
+// (more when the reference or the suspect itself usually take longer: see
+// confirmSilent).
 const silenceWindow = 100 * time.Millisecond
 
 // errBrokerSilent ends an attempt on a broker that answered nothing while
@@ -47,6 +48,8 @@ var errBrokerSilent = errors.New("broker silent: no answer to a liveness check t
 // invokeWatched is core.invoke for a send attempt on q: after
 // s.suspectAfter without an answer it checks whether q's broker is silent,
 // and gives the attempt up if so (ErrTimeout, retryable, connection closed).
+// A broker is suspected after s.suspectAfter or 3× its usual answer time,
+// whichever is longer.
 func (s *sender) invokeWatched(ctx context.Context, topic string, q writeQueue, req *remoting.Command, timeout time.Duration) (*remoting.Command, error) {
 	addr := q.broker.master()
 	if s.suspectAfter <= 0 {
@@ -57,7 +60,7 @@ func (s *sender) invokeWatched(ctx context.Context, topic string, q writeQueue, 
 	// A broker that is always slow (far away, a synchronous replica) is
 	// suspected only after several of its usual answer times; one that has
 	// not answered a send yet, whose usual time is unknown, not at all.
-	after := max(s.suspectAfter, 4*lat.load())
+	after := max(s.suspectAfter, 3*lat.load())
 	if lat.load() == 0 || after >= timeout {
 		resp, err := s.c.invoke(ctx, addr, req, timeout)
 		if err == nil {
@@ -86,16 +89,25 @@ func (s *sender) invokeWatched(ctx context.Context, topic string, q writeQueue, 
 	return nil, err
 }
 
-// brokerLatency is a broker's recent answer time as a send sees it: it
-// rises at once to a slower answer and decays by an eighth per faster one,
-// so it follows the slow end of the answers rather than their mean.
+// brokerLatency is a broker's recent answer time as a send sees it: a
+// moving average that moves a quarter of the way towards a slower answer
+// and an eighth towards a faster one, so it leans to the slow end of the
+// answers without one stall (a loaded machine) switching suspicion off.
 type brokerLatency struct{ nanos atomic.Int64 }
 
 func (l *brokerLatency) load() time.Duration { return time.Duration(l.nanos.Load()) }
 
 func (l *brokerLatency) observe(d time.Duration) {
 	old := l.nanos.Load()
-	l.nanos.Store(max(int64(d), old-old/8+int64(d)/8))
+	if old == 0 {
+		l.nanos.Store(int64(d))
+		return
+	}
+	step := int64(8)
+	if int64(d) > old {
+		step = 4
+	}
+	l.nanos.Store(old + (int64(d)-old)/step)
 }
 
 // latencyOf returns addr's latency record, making it on first use.
@@ -108,8 +120,10 @@ func (s *sender) latencyOf(addr string) *brokerLatency {
 }
 
 // confirmSilent checks the suspect broker and a reference broker at once and
-// reports whether the reference answered while the suspect did not. It
-// gives up (false) as soon as the attempt ends.
+// reports whether the reference answered while the suspect did not, and
+// went on not answering for silenceWindow, twice the reference's time plus
+// a margin, and the suspect's own usual time, whichever is longest. It gives
+// up (false) as soon as the attempt ends.
 func (s *sender) confirmSilent(ctx context.Context, topic, suspectName, suspectAddr string, usual time.Duration) bool {
 	refAddr := s.referenceBroker(topic, suspectName)
 	if refAddr == "" {
@@ -118,25 +132,21 @@ func (s *sender) confirmSilent(ctx context.Context, topic, suspectName, suspectA
 	start := time.Now()
 	suspect := s.livenessCheck(ctx, suspectAddr)
 	ref := s.livenessCheck(ctx, refAddr)
-	window := time.NewTimer(silenceWindow)
-	defer window.Stop()
+	// No deadline on the reference: on a machine so loaded that it takes
+	// long to answer, the suspect is judged against that longer time.
 	var refTook time.Duration
-	for refTook == 0 {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-suspect:
-			// It answers (slow, not silent), or its connection failed,
-			// which fails the send by itself.
-			return false
-		case ok := <-ref:
-			if !ok {
-				return false // the reference fails too: nothing to learn
-			}
-			refTook = max(time.Since(start), time.Nanosecond)
-		case <-window.C:
-			return false // the reference is as slow: the machine or the network, not the broker
+	select {
+	case <-ctx.Done():
+		return false
+	case <-suspect:
+		// It answers (slow, not silent), or its connection failed, which
+		// fails the send by itself.
+		return false
+	case ok := <-ref:
+		if !ok {
+			return false // the reference fails too: nothing to learn
 		}
+		refTook = time.Since(start)
 	}
 	// The reference answered. The suspect gets what is left of the window,
 	// at least twice the reference's time plus a margin for the goroutines
