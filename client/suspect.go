@@ -37,7 +37,7 @@ import (
 const DefaultSendSuspectAfter = 100 * time.Millisecond
 
 // silenceWindow is how long the suspect has at least to answer its check
-// (more when the reference or the suspect itself usually take longer: see
+// (more when the reference or the link to the suspect take longer: see
 // confirmSilent).
 const silenceWindow = 100 * time.Millisecond
 
@@ -48,8 +48,8 @@ var errBrokerSilent = errors.New("broker silent: no answer to a liveness check t
 // invokeWatched is core.invoke for a send attempt on q: after
 // s.suspectAfter without an answer it checks whether q's broker is silent,
 // and gives the attempt up if so (ErrTimeout, retryable, connection closed).
-// A broker is suspected after s.suspectAfter or 3× its usual answer time,
-// whichever is longer.
+// A broker is suspected after s.suspectAfter or twice its usual answer
+// time, whichever is longer.
 func (s *sender) invokeWatched(ctx context.Context, topic string, q writeQueue, req *remoting.Command, timeout time.Duration) (*remoting.Command, error) {
 	addr := q.broker.master()
 	if s.suspectAfter <= 0 {
@@ -60,7 +60,7 @@ func (s *sender) invokeWatched(ctx context.Context, topic string, q writeQueue, 
 	// A broker that is always slow (far away, a synchronous replica) is
 	// suspected only after several of its usual answer times; one that has
 	// not answered a send yet, whose usual time is unknown, not at all.
-	after := max(s.suspectAfter, 3*lat.load())
+	after := max(s.suspectAfter, 2*lat.load())
 	if lat.load() == 0 || after >= timeout {
 		resp, err := s.c.invoke(ctx, addr, req, timeout)
 		if err == nil {
@@ -71,7 +71,7 @@ func (s *sender) invokeWatched(ctx context.Context, topic string, q writeQueue, 
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watch := time.AfterFunc(after, func() {
-		if s.confirmSilent(actx, topic, q.broker.name, addr, 2*lat.load()) {
+		if s.confirmSilent(actx, topic, q.broker.name, addr, 3*lat.fastest()) {
 			cancel(errBrokerSilent)
 		}
 	})
@@ -89,25 +89,45 @@ func (s *sender) invokeWatched(ctx context.Context, topic string, q writeQueue, 
 	return nil, err
 }
 
-// brokerLatency is a broker's recent answer time as a send sees it: a
-// moving average that moves a quarter of the way towards a slower answer
-// and an eighth towards a faster one, so it leans to the slow end of the
-// answers without one stall (a loaded machine) switching suspicion off.
-type brokerLatency struct{ nanos atomic.Int64 }
+// brokerLatency is a broker's answer times as its sends see them, two ways:
+//
+//   - usual: a moving average that moves a quarter of the way towards a
+//     slower answer and an eighth towards a faster one, so it leans to the
+//     slow end without one stall switching suspicion off. It says when to
+//     suspect: a broker whose sends are slow (a synchronous flush on a busy
+//     disk, a far replica) is checked later.
+//   - floor: the fastest recent answer, creeping up by a thirty-second of
+//     the gap per slower one. It is the round trip to the broker without
+//     the work of a send, so it says how long the liveness check, which
+//     does no such work, may take: a far or slow link raises it, a slow
+//     disk does not.
+type brokerLatency struct {
+	usual atomic.Int64 // nanoseconds; 0 until the first answer
+	floor atomic.Int64
+}
 
-func (l *brokerLatency) load() time.Duration { return time.Duration(l.nanos.Load()) }
+func (l *brokerLatency) load() time.Duration    { return time.Duration(l.usual.Load()) }
+func (l *brokerLatency) fastest() time.Duration { return time.Duration(l.floor.Load()) }
 
+// observe records one answer time (sends may race here; an update lost now
+// and then does not matter to an estimate).
 func (l *brokerLatency) observe(d time.Duration) {
-	old := l.nanos.Load()
+	old := l.usual.Load()
 	if old == 0 {
-		l.nanos.Store(int64(d))
+		l.usual.Store(int64(d))
+		l.floor.Store(int64(d))
 		return
 	}
 	step := int64(8)
 	if int64(d) > old {
 		step = 4
 	}
-	l.nanos.Store(old + (int64(d)-old)/step)
+	l.usual.Store(old + (int64(d)-old)/step)
+	if f := l.floor.Load(); int64(d) < f {
+		l.floor.Store(int64(d))
+	} else {
+		l.floor.Store(f + (int64(d)-f)/32)
+	}
 }
 
 // latencyOf returns addr's latency record, making it on first use.
@@ -122,9 +142,10 @@ func (s *sender) latencyOf(addr string) *brokerLatency {
 // confirmSilent checks the suspect broker and a reference broker at once and
 // reports whether the reference answered while the suspect did not, and
 // went on not answering for silenceWindow, twice the reference's time plus
-// a margin, and the suspect's own usual time, whichever is longest. It gives
+// a margin, and checkTime (the suspect's own round trip), whichever is
+// longest. It gives
 // up (false) as soon as the attempt ends.
-func (s *sender) confirmSilent(ctx context.Context, topic, suspectName, suspectAddr string, usual time.Duration) bool {
+func (s *sender) confirmSilent(ctx context.Context, topic, suspectName, suspectAddr string, checkTime time.Duration) bool {
 	refAddr := s.referenceBroker(topic, suspectName)
 	if refAddr == "" {
 		return false
@@ -150,8 +171,8 @@ func (s *sender) confirmSilent(ctx context.Context, topic, suspectName, suspectA
 	}
 	// The reference answered. The suspect gets what is left of the window,
 	// at least twice the reference's time plus a margin for the goroutines
-	// that carry its answer, and at least twice its own usual answer time.
-	wait := max(silenceWindow, 2*refTook+20*time.Millisecond, usual) - time.Since(start)
+	// that carry its answer, and at least what a check of it may take.
+	wait := max(silenceWindow, 2*refTook+20*time.Millisecond, checkTime) - time.Since(start)
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
