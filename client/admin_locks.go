@@ -15,12 +15,21 @@ type QueueLock struct {
 	ClientID string
 }
 
+// QueueLockTable is one broker's lock table for a consumer group.
+type QueueLockTable struct {
+	// Master tells whether the broker is its group's master; only a master
+	// grants locks (a replica's table holds what it granted while master,
+	// until the owners ask again).
+	Master bool
+	Locks  []QueueLock
+}
+
 // QueueLocks asks the broker at addr which queues of group are locked now
 // for orderly consumption, and by whom (ZONEMQ_QUERY_QUEUE_LOCKS, a zonemq
 // broker only: docs/protocol.md). It is the brokers' own view of queue
 // ownership; a queue never has two owners on one broker, and a drill that
 // asks every broker checks that no queue has two across them either.
-func (a *Admin) QueueLocks(ctx context.Context, addr, group string) ([]QueueLock, error) {
+func (a *Admin) QueueLocks(ctx context.Context, addr, group string) (*QueueLockTable, error) {
 	if err := a.c.running(); err != nil {
 		return nil, err
 	}
@@ -39,9 +48,9 @@ func (a *Admin) QueueLocks(ctx context.Context, addr, group string) ([]QueueLock
 	if err := json.Unmarshal(resp.Body, &body); err != nil {
 		return nil, fmt.Errorf("zonemq client: queue locks from %s: %w", addr, err)
 	}
-	out := make([]QueueLock, len(body.Locks))
+	out := &QueueLockTable{Master: body.Master, Locks: make([]QueueLock, len(body.Locks))}
 	for i, l := range body.Locks {
-		out[i] = QueueLock{Queue: MessageQueue{Topic: l.Queue.Topic, BrokerName: l.Queue.BrokerName, QueueID: l.Queue.QueueID}, ClientID: l.ClientID}
+		out.Locks[i] = QueueLock{Queue: MessageQueue{Topic: l.Queue.Topic, BrokerName: l.Queue.BrokerName, QueueID: l.Queue.QueueID}, ClientID: l.ClientID}
 	}
 	return out, nil
 }

@@ -19,7 +19,7 @@ func (s *Server) handleQueryQueueLocks(_ context.Context, _ *remoting.Conn, req 
 	if err := protocol.ValidateGroup(group); err != nil {
 		return errorf(req, protocol.InvalidParameter, "%s: consumerGroup: %v", protocol.QueryQueueLocks, err)
 	}
-	body := protocol.QueueLocksBody{ConsumerGroup: group, Locks: []protocol.QueueLock{}}
+	body := protocol.QueueLocksBody{ConsumerGroup: group, Master: s.isMaster(), Locks: []protocol.QueueLock{}}
 	for mq, owner := range s.QueueLockOwners(group) {
 		body.Locks = append(body.Locks, protocol.QueueLock{Queue: mq, ClientID: owner})
 	}

@@ -31,6 +31,7 @@ func TestBrokerQueryQueueLocks(t *testing.T) {
 		var body protocol.QueueLocksBody
 		testutil.NoError(t, json.Unmarshal(resp.Body, &body), "answer body")
 		testutil.Equal(t, body.ConsumerGroup, group, "group in the answer")
+		testutil.True(t, body.Master, "a lone broker answers as master")
 		return body.Locks
 	}
 	testutil.Equal(t, len(query()), 0, "no lock yet")

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,9 +26,9 @@ const lockAuditEvery = 100 * time.Millisecond
 // for it (ZONEMQ_QUERY_QUEUE_LOCKS) is read every lockAuditEvery, each from
 // inside the broker's own IDC, so a partition never hides a broker from its
 // reader. A round is the tables read at about the same time; a queue (topic,
-// broker name, queue id) held by two different clients in one round — on
-// two brokers serving that broker name, as after a split brain of a
-// replicated group — is a conflict.
+// broker name, queue id) held in one round by two clients, or on two
+// masters serving that broker name (a split brain of a replicated group),
+// is a conflict. Only masters grant locks, so only their tables count.
 type lockAudit struct {
 	consumers []*client.PushConsumer
 	admins    []*client.Admin
@@ -39,9 +42,10 @@ type lockAudit struct {
 
 // lockRound is one read of every broker's lock table.
 type lockRound struct {
-	at     time.Time
-	owners map[client.MessageQueue]map[string]bool // queue → owners seen on any broker
-	failed int                                     // brokers that did not answer
+	at          time.Time
+	owners      map[client.MessageQueue]map[string]bool // queue → "client on broker" seen on any master
+	failed      int                                     // brokers that did not answer
+	replicaHeld int                                     // locks left in replicas' tables (not counted)
 }
 
 // startLockAudit starts the orderly consumers and the sampler.
@@ -106,7 +110,7 @@ func (a *lockAudit) sample(ctx context.Context) {
 				go func() {
 					defer wg.Done()
 					qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-					locks, err := adm.QueueLocks(qctx, addr, drillOrderlyGroup)
+					table, err := adm.QueueLocks(qctx, addr, drillOrderlyGroup)
 					cancel()
 					mu.Lock()
 					defer mu.Unlock()
@@ -114,11 +118,17 @@ func (a *lockAudit) sample(ctx context.Context) {
 						r.failed++
 						return
 					}
-					for _, l := range locks {
+					if !table.Master {
+						// A replica grants no lock; what it holds from its
+						// time as master nobody can renew there.
+						r.replicaHeld += len(table.Locks)
+						return
+					}
+					for _, l := range table.Locks {
 						if r.owners[l.Queue] == nil {
 							r.owners[l.Queue] = map[string]bool{}
 						}
-						r.owners[l.Queue][l.ClientID] = true
+						r.owners[l.Queue][l.ClientID+" on "+addr] = true
 					}
 				}()
 			}
@@ -181,7 +191,8 @@ func (a *lockAudit) summary(from, to time.Time) LockAudit {
 			if len(owners) > 1 {
 				conflict = true
 				if s.Example == "" {
-					s.Example = fmt.Sprintf("%v held by %d clients at %s", mq, len(owners), r.at.Format("15:04:05.000"))
+					s.Example = fmt.Sprintf("%v held by %s at %s", mq, strings.Join(slices.Sorted(maps.Keys(owners)), " and "),
+						r.at.Format("15:04:05.000"))
 				}
 				continue
 			}

@@ -22,6 +22,10 @@ type QueueLock struct {
 // QueueLocksBody is QUERY_QUEUE_LOCKS' answer: the group's held locks on
 // the broker that answered, sorted by queue.
 type QueueLocksBody struct {
-	ConsumerGroup string      `json:"consumerGroup"`
-	Locks         []QueueLock `json:"locks"`
+	ConsumerGroup string `json:"consumerGroup"`
+	// Master tells whether the broker that answered is its group's master:
+	// only a master grants locks, so a replica's table holds at most what
+	// it granted while it was master, which no client can renew there.
+	Master bool        `json:"master"`
+	Locks  []QueueLock `json:"locks"`
 }
