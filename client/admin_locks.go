@@ -17,9 +17,8 @@ type QueueLock struct {
 
 // QueueLockTable is one broker's lock table for a consumer group.
 type QueueLockTable struct {
-	// Master tells whether the broker is its group's master; only a master
-	// grants locks (a replica's table holds what it granted while master,
-	// until the owners ask again).
+	// Master tells whether the broker is its group's master (a replica
+	// grants locks to the consumers that read from it).
 	Master bool
 	Locks  []QueueLock
 }

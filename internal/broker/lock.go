@@ -48,18 +48,6 @@ func (s *Server) handleLockBatchMQ(ctx context.Context, c *remoting.Conn, req *r
 	if resp != nil {
 		return resp
 	}
-	if !s.isMaster() {
-		// A replica serves reads while its group has no reachable master,
-		// but it grants no lock: the master may still be alive on the other
-		// side of a partition, granting the same queue to another client,
-		// and an ordered queue must never have two owners. So an orderly
-		// consumer waits for a master (as RocketMQ's lock only the master)
-		// rather than consume out of order; the drill's lock audit
-		// (docs/disaster-recovery.md) checks it. What this broker granted
-		// while it was master is dropped as its owner asks again.
-		s.extra.locks.unlock(b.ConsumerGroup, b.ClientID, b.MQSet)
-		return successJSON(req, lockBatchResponseBody{LockOKMQSet: []protocol.MessageQueue{}})
-	}
 	locks := s.extra.locks
 	locked := locks.tryLock(b.ConsumerGroup, b.ClientID, b.MQSet, s.groupMembers(b.ConsumerGroup))
 	if len(locked) < len(b.MQSet) {

@@ -27,8 +27,8 @@ const lockAuditEvery = 100 * time.Millisecond
 // inside the broker's own IDC, so a partition never hides a broker from its
 // reader. A round is the tables read at about the same time; a queue (topic,
 // broker name, queue id) held in one round by two clients, or on two
-// masters serving that broker name (a split brain of a replicated group),
-// is a conflict. Only masters grant locks, so only their tables count.
+// brokers serving that broker name (master and replica of a replicated
+// group both granting it, or two masters), is a conflict.
 type lockAudit struct {
 	consumers []*client.PushConsumer
 	admins    []*client.Admin
@@ -43,9 +43,8 @@ type lockAudit struct {
 // lockRound is one read of every broker's lock table.
 type lockRound struct {
 	at          time.Time
-	owners      map[client.MessageQueue]map[string]bool // queue → "client on broker" seen on any master
-	failed      int                                     // brokers that did not answer
-	replicaHeld int                                     // locks left in replicas' tables (not counted)
+	owners map[client.MessageQueue]map[string]bool // queue → "client on master|replica broker" seen anywhere
+	failed int                                     // brokers that did not answer
 }
 
 // startLockAudit starts the orderly consumers and the sampler.
@@ -118,17 +117,15 @@ func (a *lockAudit) sample(ctx context.Context) {
 						r.failed++
 						return
 					}
+					role := "master"
 					if !table.Master {
-						// A replica grants no lock; what it holds from its
-						// time as master nobody can renew there.
-						r.replicaHeld += len(table.Locks)
-						return
+						role = "replica"
 					}
 					for _, l := range table.Locks {
 						if r.owners[l.Queue] == nil {
 							r.owners[l.Queue] = map[string]bool{}
 						}
-						r.owners[l.Queue][l.ClientID+" on "+addr] = true
+						r.owners[l.Queue][l.ClientID+" on "+role+" "+addr] = true
 					}
 				}()
 			}

@@ -23,9 +23,9 @@ type QueueLock struct {
 // the broker that answered, sorted by queue.
 type QueueLocksBody struct {
 	ConsumerGroup string `json:"consumerGroup"`
-	// Master tells whether the broker that answered is its group's master:
-	// only a master grants locks, so a replica's table holds at most what
-	// it granted while it was master, which no client can renew there.
+	// Master tells whether the broker that answered is its group's master
+	// (a replica grants locks too, to the consumers that read from it while
+	// they see no master).
 	Master bool        `json:"master"`
 	Locks  []QueueLock `json:"locks"`
 }
