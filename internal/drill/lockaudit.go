@@ -42,7 +42,7 @@ type lockAudit struct {
 
 // lockRound is one read of every broker's lock table.
 type lockRound struct {
-	at          time.Time
+	at     time.Time
 	owners map[client.MessageQueue]map[string]bool // queue → "client on master|replica broker" seen anywhere
 	failed int                                     // brokers that did not answer
 }
