@@ -81,9 +81,10 @@ func TestClientNamesrvHangFailover(t *testing.T) {
 }
 
 // TestClientBrokerHangFailover: idc1's broker hangs for idc1's producer (a
-// proxy forwards nothing). A send in flight moves to idc2 after one attempt
-// timeout (1 s); the application sees no error, and later sends avoid the
-// hung broker.
+// proxy forwards nothing). A send in flight moves to idc2 once a liveness
+// check shows idc1's broker silent while idc2's answers (suspect.go), at the
+// latest after one attempt timeout (1 s); the application sees no error, and
+// later sends avoid the hung broker.
 func TestClientBrokerHangFailover(t *testing.T) {
 	c := startCluster(t, 2)
 	const topic = "HangTopic"

@@ -35,6 +35,16 @@ type ProducerConfig struct {
 	// one is closed. Zero means DefaultSendAttemptTimeout (1 s).
 	SendAttemptTimeout time.Duration
 
+	// SendSuspectAfter is how long an attempt waits for an answer before it
+	// checks whether the broker went silent: it asks that broker and
+	// another one of the route whether they answer, and moves the send on
+	// at once when the other answers and this one does not (a hung broker
+	// is left after about SendSuspectAfter + 100 ms instead of
+	// SendAttemptTimeout; a slow one still answers the check and is waited
+	// for). Zero means DefaultSendSuspectAfter (100 ms); negative turns the
+	// check off.
+	SendSuspectAfter time.Duration
+
 	// BrokerIsolation is how long a broker that failed an attempt is tried
 	// only after every other broker (or until a route shows it
 	// re-registered). Zero means DefaultBrokerIsolation (3 s).
@@ -80,6 +90,9 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	cfg.SendTimeout = orDefault(cfg.SendTimeout, DefaultSendTimeout)
 	cfg.SendAttemptTimeout = orDefault(cfg.SendAttemptTimeout, DefaultSendAttemptTimeout)
 	cfg.BrokerIsolation = orDefault(cfg.BrokerIsolation, DefaultBrokerIsolation)
+	if cfg.SendSuspectAfter == 0 {
+		cfg.SendSuspectAfter = DefaultSendSuspectAfter
+	}
 	cfg.HeartbeatInterval = orDefault(cfg.HeartbeatInterval, DefaultProducerHeartbeatPeriod)
 	if cfg.CompressThreshold == 0 {
 		cfg.CompressThreshold = DefaultCompressThreshold
@@ -92,6 +105,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	cfg.ClientConfig = c.cfg
 	p := &Producer{cfg: cfg, c: c}
 	p.s = newSender(c, cfg.Group, cfg.SendTimeout, cfg.SendAttemptTimeout, cfg.BrokerIsolation, cfg.CompressThreshold, cfg.MaxMessageSize)
+	p.s.suspectAfter = cfg.SendSuspectAfter
 	p.orders = newOrderPolicies(c)
 	c.groups = func() []string { return []string{cfg.Group} }
 	return p, nil

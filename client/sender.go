@@ -78,6 +78,8 @@ type sender struct {
 	group             string
 	sendTimeout       time.Duration
 	attemptTimeout    time.Duration
+	suspectAfter      time.Duration // suspect.go; 0: off
+	latency           sync.Map      // broker address → *brokerLatency (suspect.go)
 	isolation         time.Duration
 	compressThreshold int
 	maxSize           int
@@ -434,7 +436,7 @@ func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*Sen
 		return &SendResult{MsgID: out.msgID, Queue: MessageQueue{Topic: out.topic, BrokerName: q.broker.name, QueueID: q.queueID},
 			BrokerName: q.broker.name, BrokerAddr: addr, IDC: q.broker.idc}, nil
 	}
-	resp, err := s.c.invoke(ctx, addr, req, timeout)
+	resp, err := s.invokeWatched(ctx, out.topic, q, req, timeout)
 	if err != nil {
 		return nil, err
 	}

@@ -23,8 +23,9 @@ const addrsrvSynopsis = "--listen ADDR --idc NAME --namesrv 'idc1=ADDR,idc1=ADDR
 
 // addrsrvAbout is printed by --help between the synopsis and the flags.
 const addrsrvAbout = `Probes every IDC's name servers (a GET_BROKER_CLUSTER_INFO request every
---probe-interval; down after --down-after misses in a row, up after one answer)
-and serves, over HTTP:
+--probe-interval; down after --down-after misses in a row, up after one answer),
+pings each listed one every --ping-interval on the probes' connection (down at once
+when nothing answered for --silent-after) and serves, over HTTP:
 
   GET /rocketmq/nsaddr          alive name servers, own IDC first: "host:port;host:port"
                                 (every configured one when none is alive); the format stock
@@ -81,6 +82,10 @@ func parseAddrsrvArgs(args []string, stderr io.Writer) (addrsrv.Options, string,
 	fs.IntVar(&opts.DownAfter, "down-after", opts.DownAfter,
 		"consecutive missed probes that mark a name server down (one answer marks it up)")
 	serverTLS := addServerTLSFlags(fs)
+	fs.DurationVar(&opts.PingInterval, "ping-interval", opts.PingInterval,
+		"how often each listed name server is pinged between probes, on the probes' connection (0: off)")
+	fs.DurationVar(&opts.SilentAfter, "silent-after", opts.SilentAfter,
+		"a listed name server that answers no ping nor probe for this long is delisted at once")
 	probeTLS := addClientTLSFlags(fs, "probe-tls", "the name servers it probes")
 	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
 		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")

@@ -43,6 +43,15 @@ type Options struct {
 	// DownAfter is how many consecutive failed probes mark a name server
 	// down (--down-after). One good probe marks it up again.
 	DownAfter int
+	// PingInterval is how often each listed name server is asked, between
+	// probes, on the connection the probes keep open (--ping-interval); 0
+	// turns the pings off. SilentAfter is how long a listed name server may
+	// answer nothing at all (neither ping nor probe) before it is taken off
+	// the list at once, without waiting for DownAfter probes
+	// (--silent-after). A slow name server keeps answering some ping every
+	// PingInterval, so only one that is hung or cut off goes.
+	PingInterval time.Duration
+	SilentAfter  time.Duration
 	// TLSMode serves HTTPS on Listen: disabled (the default), permissive
 	// (HTTPS and HTTP on the same port, for a migration) or enforcing.
 	// TLSCertFile and TLSKeyFile (PEM) are then required; they are re-read
@@ -70,6 +79,11 @@ const (
 	// misses" within 2 s of a hang (see the retry in probeLoop).
 	DefaultProbeTimeout = 400 * time.Millisecond
 	DefaultDownAfter    = 2
+	// DefaultPingInterval and DefaultSilentAfter take a hung name server
+	// off the list 0.6–0.8 s after it hangs (docs/addrsrv.md), while one
+	// that answers within 0.5 s stays.
+	DefaultPingInterval = 100 * time.Millisecond
+	DefaultSilentAfter  = 600 * time.Millisecond
 )
 
 // NewOptions returns the default options. Listen has a default; IDC and
@@ -79,6 +93,8 @@ func NewOptions() Options {
 		Listen:        DefaultListen,
 		ProbeInterval: DefaultProbeInterval,
 		DownAfter:     DefaultDownAfter,
+		PingInterval:  DefaultPingInterval,
+		SilentAfter:   DefaultSilentAfter,
 	}
 }
 
@@ -135,6 +151,12 @@ func (o *Options) Validate() error {
 	}
 	if o.DownAfter < 1 {
 		return invalid("--down-after must be at least 1, got %d", o.DownAfter)
+	}
+	if o.PingInterval < 0 {
+		return invalid("--ping-interval must not be negative (0 turns pings off), got %v", o.PingInterval)
+	}
+	if o.PingInterval > 0 && o.SilentAfter < 2*o.PingInterval {
+		return invalid("--silent-after (%v) must be at least twice --ping-interval (%v)", o.SilentAfter, o.PingInterval)
 	}
 	return nil
 }

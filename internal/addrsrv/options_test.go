@@ -22,6 +22,8 @@ func TestAddrsrvOptionsDefaults(t *testing.T) {
 	o := NewOptions()
 	testutil.Equal(t, o.ProbeInterval, time.Second, "probe interval")
 	testutil.Equal(t, o.DownAfter, 2, "down after")
+	testutil.Equal(t, o.PingInterval, 100*time.Millisecond, "ping interval")
+	testutil.Equal(t, o.SilentAfter, 600*time.Millisecond, "silent after")
 	testutil.Equal(t, o.probeTimeout(), DefaultProbeTimeout, "derived probe timeout")
 	o.ProbeInterval = 100 * time.Millisecond
 	testutil.Equal(t, o.probeTimeout(), 100*time.Millisecond, "probe timeout follows a short interval")
@@ -51,6 +53,8 @@ func TestAddrsrvOptionsValidate(t *testing.T) {
 		{"zero interval", func(o *Options) { o.ProbeInterval = 0 }, "--probe-interval"},
 		{"negative timeout", func(o *Options) { o.ProbeTimeout = -time.Second }, "--probe-timeout"},
 		{"zero down-after", func(o *Options) { o.DownAfter = 0 }, "--down-after"},
+		{"negative ping interval", func(o *Options) { o.PingInterval = -time.Second }, "--ping-interval"},
+		{"silent-after within two pings", func(o *Options) { o.SilentAfter = o.PingInterval }, "--silent-after"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

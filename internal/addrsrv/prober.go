@@ -36,6 +36,8 @@ type namesrvState struct {
 	since     time.Time // when alive last changed
 
 	watched *remoting.Conn // the connection whose close wakes the loop
+
+	ping pingState // pinger.go
 }
 
 // listableLocked reports whether the name server belongs in the list: alive,
@@ -182,6 +184,7 @@ func (s *Server) record(st *namesrvState, probeErr error) {
 	st.probed = true
 	st.lastProbe = now
 	if probeErr == nil {
+		st.heardLocked(now)
 		st.failures = 0
 		st.lastErr = ""
 		st.alive = true

@@ -154,10 +154,14 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.running = true
 	s.wg.Add(1 + len(s.states))
+	if s.opts.PingInterval > 0 {
+		s.wg.Add(len(s.states))
+	}
 	s.mu.Unlock()
 
 	s.logger.Info("address server listening", "addr", s.Addr(), "namesrv", FormatNamesrvs(s.opts.Namesrvs),
-		"probeInterval", s.opts.ProbeInterval, "probeTimeout", s.probeTimeout, "downAfter", s.opts.DownAfter)
+		"probeInterval", s.opts.ProbeInterval, "probeTimeout", s.probeTimeout, "downAfter", s.opts.DownAfter,
+		"pingInterval", s.opts.PingInterval, "silentAfter", s.opts.SilentAfter)
 	serveErr := make(chan error, 1)
 	go func() {
 		defer s.wg.Done()
@@ -170,6 +174,12 @@ func (s *Server) Run(ctx context.Context) error {
 			defer s.wg.Done()
 			s.probeLoop(s.ctx, st)
 		}()
+		if s.opts.PingInterval > 0 {
+			go func() {
+				defer s.wg.Done()
+				s.pingLoop(s.ctx, st)
+			}()
+		}
 	}
 
 	var err error

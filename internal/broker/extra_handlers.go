@@ -72,6 +72,7 @@ func (s *Server) registerExtraHandlers() error {
 
 	s.handle(protocol.LockBatchMQ, s.handleLockBatchMQ)
 	s.handle(protocol.UnlockBatchMQ, s.handleUnlockBatchMQ)
+	s.handle(protocol.QueryQueueLocks, s.handleQueryQueueLocks)
 	s.addLoop(s.lockSweepLoop)
 
 	s.prepareTransaction = transactions.prepare

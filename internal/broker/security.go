@@ -62,7 +62,7 @@ func aclRequest(c *remoting.Conn, req *remoting.Command) acl.Request {
 		topic(ext("topic"), acl.Sub)
 	case protocol.ConsumerSendMsgBack:
 		group(ext("group"), acl.Sub)
-	case protocol.GetConsumerListByGroup, protocol.UnregisterClient:
+	case protocol.GetConsumerListByGroup, protocol.UnregisterClient, protocol.QueryQueueLocks:
 		group(ext("consumerGroup"), acl.Sub)
 	case protocol.LockBatchMQ, protocol.UnlockBatchMQ:
 		var b lockBatchBody

@@ -66,6 +66,7 @@ type drill struct {
 	cluster  *cluster
 	network  *network // nil-safe: loopback when not --netns
 	work     *workload
+	audit    *lockAudit // --netns: queue locks read from every broker (lockaudit.go)
 	progress *progress
 }
 
@@ -149,6 +150,10 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	if err := d.work.start(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.startLockAudit(ctx); err != nil {
+		return nil, err
+	}
+	defer d.audit.close(closeCtx)
 	// Warm up: every consumer has taken its queues and messages flow before
 	// the healthy window is measured.
 	d.progress.setPhase("warming up")
@@ -189,6 +194,7 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	sends, recvs := d.work.ledger.snapshot()
 	d.writeLedger(sends, recvs, start)
 	results, totals := analyze(sends, recvs, s1Start, s1End, phases)
+	d.judgeLocks(results, phases)
 	r := &Report{
 		IDCs: d.opts.IDCs, PhaseMillis: millis(d.opts.PhaseLength), StartedAt: start,
 		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, OK: true,

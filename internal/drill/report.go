@@ -58,6 +58,10 @@ type ScenarioResult struct {
 	CrossIDC         int      `json:"crossIdc"`
 	Recovered        bool     `json:"recovered"`
 	Notes            []string `json:"notes,omitempty"`
+	// Locks, under --netns, is the orderly group's queue ownership as every
+	// broker's lock table showed it from the failure to the phase's end
+	// (lockaudit.go).
+	Locks *LockAudit `json:"locks,omitempty"`
 }
 
 // Totals sums the whole run.

@@ -45,6 +45,38 @@ func (d *drill) netnsSteps() []step {
 	}
 }
 
+// startLockAudit starts the lock audit under --netns (nothing on loopback,
+// where the network scenarios do not run).
+func (d *drill) startLockAudit(ctx context.Context) error {
+	if d.network == nil || d.network.topo == nil {
+		return nil
+	}
+	a, err := startLockAudit(ctx, d.cluster, d.opts.Logger)
+	if err != nil {
+		return err
+	}
+	d.audit = a
+	return nil
+}
+
+// judgeLocks adds to every scenario's result what the lock audit saw from
+// its failure to its end (results[0] is S1, then one per phase); a queue
+// with two owners at once fails the scenario.
+func (d *drill) judgeLocks(results []ScenarioResult, phases []*phase) {
+	if d.audit == nil || len(results) != len(phases)+1 {
+		return
+	}
+	for k, p := range phases {
+		s := d.audit.summary(p.failAt, p.endAt)
+		r := &results[k+1]
+		r.Locks = &s
+		r.Notes = append(r.Notes, s.String())
+		if s.Conflicts > 0 {
+			r.Recovered = false
+		}
+	}
+}
+
 // networkPhaseResult judges a network scenario. Nothing has crashed, so the
 // question is not where traffic moved but whether every IDC kept working on
 // its side of the cut and nothing acknowledged was lost:
@@ -56,7 +88,9 @@ func (d *drill) netnsSteps() []step {
 //   - FailbackProducer / FailbackConsumer are as for the other scenarios:
 //     from the heal to the failed IDC's first local send and receive;
 //   - it passes when every IDC's producer had messages acknowledged after
-//     the heal and the failed IDC's consumer read its own broker again.
+//     the heal and the failed IDC's consumer read its own broker again
+//     (and, as every scenario under --netns, when no broker lock table
+//     showed a queue with two owners at once: judgeLocks).
 //
 // Lost and duplicates are counted as everywhere (countWindow).
 func networkPhaseResult(sends []sendRecord, recvs map[string][]recvRecord, p *phase) ScenarioResult {
@@ -108,6 +142,7 @@ func networkPhaseResult(sends []sendRecord, recvs map[string][]recvRecord, p *ph
 	r.FailbackConsumer = millis(best)
 
 	r.Recovered = r.FailbackConsumer >= 0 && r.FailbackProducer >= 0
+
 	for _, s := range sends {
 		if !ackedAfterHeal[s.producerIDC] {
 			r.Recovered = false

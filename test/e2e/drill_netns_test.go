@@ -64,6 +64,11 @@ func TestE2EDrillNetns(t *testing.T) {
 		if !s.Recovered {
 			t.Errorf("%s did not recover: %v", key, s.Notes)
 		}
+		// Queue ownership is judged from every broker's lock table: read
+		// throughout, never a queue with two owners.
+		if key != "S1/none" && (s.Locks == nil || s.Locks.Rounds == 0 || s.Locks.Conflicts != 0) {
+			t.Errorf("%s: lock audit %+v: want rounds read and no queue with two owners", key, s.Locks)
+		}
 	}
 	for k, seen := range want {
 		if !seen {

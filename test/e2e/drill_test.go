@@ -24,6 +24,11 @@ type drillReport struct {
 		CrossIDC  int      `json:"crossIdc"`
 		Recovered bool     `json:"recovered"`
 		Notes     []string `json:"notes"`
+		// Locks is the lock audit of --netns runs (nil otherwise).
+		Locks *struct {
+			Rounds    int `json:"rounds"`
+			Conflicts int `json:"conflicts"`
+		} `json:"locks"`
 	} `json:"scenarios"`
 	Totals struct {
 		Acked int `json:"acked"`
