@@ -231,12 +231,15 @@ type lockBody struct {
 	ConsumerGroup string                  `json:"consumerGroup"`
 	ClientID      string                  `json:"clientId"`
 	MQSet         []protocol.MessageQueue `json:"mqSet"`
+	// Concurrent tells a zonemq broker the lock is not an orderly
+	// consumer's: replicas grant it too (orderly locks only masters).
+	Concurrent bool `json:"zmqConcurrent,omitempty"`
 }
 
 // lockBatch asks a broker to lock mqs for this client; it returns the
 // queues the broker locked.
-func (c *core) lockBatch(ctx context.Context, addr, group string, mqs []MessageQueue) (map[MessageQueue]bool, error) {
-	body := lockBody{ConsumerGroup: group, ClientID: c.id()}
+func (c *core) lockBatch(ctx context.Context, addr, group string, mqs []MessageQueue, concurrent bool) (map[MessageQueue]bool, error) {
+	body := lockBody{ConsumerGroup: group, ClientID: c.id(), Concurrent: concurrent}
 	for _, mq := range mqs {
 		body.MQSet = append(body.MQSet, mq.internal())
 	}

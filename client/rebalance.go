@@ -30,7 +30,7 @@ func (pc *PushConsumer) useLocks() bool { return pc.cfg.MessageModel == Clusteri
 // know LOCK_BATCH_MQ grants every queue (the consumer then relies on the
 // allocation alone, as RocketMQ's concurrent consumers do).
 func (pc *PushConsumer) lock(ctx context.Context, addr string, mqs []MessageQueue) (map[MessageQueue]bool, error) {
-	locked, err := pc.c.lockBatch(ctx, addr, pc.cfg.Group, mqs)
+	locked, err := pc.c.lockBatch(ctx, addr, pc.cfg.Group, mqs, !pc.cfg.Orderly)
 	var re *ResponseError
 	if errors.As(err, &re) && re.Code == CodeRequestCodeNotSupported {
 		locked = map[MessageQueue]bool{}

@@ -17,6 +17,11 @@ type lockBatchBody struct {
 	// other replicas; zonemq runs masters only, so it changes nothing.
 	OnlyThisBroker bool                    `json:"onlyThisBroker,omitempty"`
 	MQSet          []protocol.MessageQueue `json:"mqSet"`
+	// Concurrent (zonemq, "zmqConcurrent") marks the locks of a consumer
+	// that does not consume in order (the zonemq SDK locks every queue it
+	// holds). Without it a lock is an orderly consumer's, which only a
+	// master grants (see handleLockBatchMQ).
+	Concurrent bool `json:"zmqConcurrent,omitempty"`
 }
 
 // lockBatchResponseBody is LOCK_BATCH_MQ's answer: the queues the client
@@ -47,6 +52,16 @@ func (s *Server) handleLockBatchMQ(ctx context.Context, c *remoting.Conn, req *r
 	b, resp := decodeLockBody(req)
 	if resp != nil {
 		return resp
+	}
+	if !b.Concurrent && !s.isMaster() {
+		// An orderly consumer's lock is its right to consume a queue alone,
+		// in order. Only the group's master decides it: a replica reached
+		// from the far side of a partition would grant a second owner
+		// while the master's lock holder consumes on. Such queues wait for
+		// their master (or a new one the controller elects).
+		s.logger.Debug("orderly lock refused: this broker is a replica", "group", b.ConsumerGroup, "client", b.ClientID,
+			"asked", len(b.MQSet))
+		return successJSON(req, lockBatchResponseBody{LockOKMQSet: []protocol.MessageQueue{}})
 	}
 	locks := s.extra.locks
 	locked := locks.tryLock(b.ConsumerGroup, b.ClientID, b.MQSet, s.groupMembers(b.ConsumerGroup))

@@ -52,6 +52,13 @@ func (t *lockTable) heldLocked(e *lockEntry, now time.Time, ms members) bool {
 	return e != nil && now.Sub(e.lastUpdate) <= t.lease && ms.has(e.clientID, e.lastUpdate)
 }
 
+// clear drops every lock.
+func (t *lockTable) clear() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.groups)
+}
+
 // tryLock locks every queue of mqs that is free or already clientID's for
 // clientID, renewing its lease, and returns those queues in request order.
 // ms is the group's current membership.

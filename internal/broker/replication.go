@@ -367,6 +367,11 @@ func (r *replication) roleChanged() <-chan struct{} {
 // setRoleLocked switches the role and wakes every loop that depends on it.
 // Caller holds mu.
 func (r *replication) setRoleLocked(master bool, regID int64) {
+	if r.state.Master && !master && r.s.extra.locks != nil {
+		// A demoted master's locks are no one's any more: the new master
+		// grants them (its lock table is the one that counts now).
+		r.s.extra.locks.clear()
+	}
 	r.state.Master = master
 	r.state.RegisteredID = regID
 	r.master.Store(master)
