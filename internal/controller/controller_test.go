@@ -98,6 +98,15 @@ func TestControllerLeaseLapseElectsInSyncReplica(t *testing.T) {
 	testutil.Equal(t, g.MasterID, int64(2), "status master")
 	testutil.Equal(t, g.Epoch, int64(2), "status epoch")
 	testutil.True(t, slices.Equal(g.InSync, []int64{2}), "in-sync set is the new master", g.InSync)
+	// The status carries the epoch history: the adopted master, then the
+	// elected one, each with its address and a commit time.
+	testutil.Equal(t, len(g.History), 2, "history entries")
+	testutil.Equal(t, g.History[0].MasterID, int64(0), "first master")
+	testutil.Equal(t, g.History[1].MasterID, int64(2), "second master")
+	testutil.Equal(t, g.History[1].Epoch, int64(2), "second epoch")
+	testutil.Equal(t, g.History[1].Addr, g.MasterAddr, "history address")
+	testutil.True(t, g.History[1].ElectedAtMillis >= g.History[0].ElectedAtMillis && g.History[0].ElectedAtMillis > 0,
+		"election times", g.History)
 
 	// The new master, promoted, reports at epoch 2 and gets a lease.
 	r2.role, r2.epoch = protocol.RoleMaster, 2
@@ -240,7 +249,7 @@ func TestControllerRestartAllRecovers(t *testing.T) {
 			return errors.New("no group after restart")
 		}
 		if got.MasterID != want.MasterID || got.Epoch != want.Epoch || !slices.Equal(got.InSync, want.InSync) ||
-			len(got.Members) != len(want.Members) {
+			len(got.Members) != len(want.Members) || !slices.Equal(got.History, want.History) {
 			return fmt.Errorf("after restart %+v, before %+v", got, want)
 		}
 		return nil

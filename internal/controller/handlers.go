@@ -274,7 +274,11 @@ func (s *Server) Status() protocol.ControllerStatus {
 	now := s.now()
 	for _, g := range s.fsm.allGroups() {
 		cg := protocol.ControllerGroup{Cluster: g.Key.Cluster, BrokerName: g.Key.Name, MasterID: g.MasterID,
-			MasterAddr: g.MasterAddr, Epoch: g.Epoch, InSync: g.InSync}
+			MasterAddr: g.MasterAddr, Epoch: g.Epoch, InSync: g.InSync, History: []protocol.ControllerEpoch{}}
+		for _, h := range g.History {
+			cg.History = append(cg.History, protocol.ControllerEpoch{Epoch: h.Epoch, MasterID: h.MasterID,
+				Addr: h.Addr, ElectedAtMillis: h.AtMillis})
+		}
 		for id, m := range g.Members {
 			cm := protocol.ControllerMember{ID: id, Addr: m.Addr, IDC: m.IDC, LogEnd: m.LogEnd}
 			if st.IsLeader {
