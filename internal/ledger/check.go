@@ -80,7 +80,7 @@ func checkFencing(in Input, r *Result) {
 			r.Unchecked++
 			continue
 		}
-		if why := fenced(a, h); why != "" {
+		if why := fenced(a, h, in.Grace); why != "" {
 			r.FencedAcks++
 			addExample(&r.FencedExamples, fmt.Sprintf("%s acked by %s (%s) at epoch %d: %s", a.Key, a.Group, a.Addr, a.Epoch, why))
 		}
@@ -89,7 +89,7 @@ func checkFencing(in Input, r *Result) {
 
 // fenced says why a is not a valid master's acknowledgement under h
 // (sorted by epoch), or "".
-func fenced(a Ack, h []Epoch) string {
+func fenced(a Ack, h []Epoch, grace time.Duration) string {
 	i, found := slices.BinarySearchFunc(h, a.Epoch, func(e Epoch, epoch int64) int { return cmp.Compare(e.Epoch, epoch) })
 	if !found {
 		if a.Epoch < h[0].Epoch {
@@ -105,7 +105,7 @@ func fenced(a Ack, h []Epoch) string {
 	// before SentAt (history times of zero are unknown and skipped).
 	var inForce *Epoch
 	for j := range h {
-		if !h[j].At.IsZero() && !h[j].At.After(a.SentAt) {
+		if !h[j].At.IsZero() && !h[j].At.Add(grace).After(a.SentAt) {
 			if inForce == nil || h[j].Epoch > inForce.Epoch {
 				inForce = &h[j]
 			}

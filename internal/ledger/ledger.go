@@ -66,6 +66,11 @@ type Input struct {
 	// History is the controller's epoch history of every group (any
 	// order). A group without history is not checked for fencing.
 	History []Epoch
+	// Grace is how long after its election an epoch counts as in force
+	// for a send that started then: it covers the history's clock
+	// resolution (milliseconds) and a send that left just before the
+	// election. Zero means none.
+	Grace time.Duration
 }
 
 // maxExamples bounds how many examples of each violation a Result keeps.
