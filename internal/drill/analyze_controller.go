@@ -111,8 +111,12 @@ func controllerPhaseResult(in ledger.Input, sends []sendRecord, recvs map[string
 		// started after the loss and acknowledged before the repair was
 		// acknowledged on one copy.
 		for _, a := range in.Acks {
-			if a.SentAt.After(p.failAt) && a.AckedAt.Before(p.restoreAt) {
+			if a.SentAt.After(p.lostAt) && a.AckedAt.Before(p.restoreAt) {
 				r.OneCopyAcks++
+				if r.OneCopyAcks <= 3 {
+					r.Notes = append(r.Notes, fmt.Sprintf("%s acknowledged by %s (%s) %s after both IDCs were lost",
+						a.Key, a.Group, a.Addr, a.AckedAt.Sub(p.lostAt).Round(time.Millisecond)))
+				}
 			}
 		}
 	}

@@ -24,12 +24,12 @@ type phase struct {
 	addrsrvDrop              time.Duration // S3: how long until the address server stopped listing the dead name server
 
 	// Controller scenarios: the group whose master fails ("" for all),
-	// the IDCs lost, when a hung master was resumed and when the fail-back
-	// completed.
-	controller            bool
-	group                 string
-	lostIDCs              []string
-	resumedAt, failbackAt time.Time
+	// the IDCs lost, when the last of them was gone (two-idcs-lost), when a
+	// hung master was resumed and when the fail-back completed.
+	controller                    bool
+	group                         string
+	lostIDCs                      []string
+	lostAt, resumedAt, failbackAt time.Time
 }
 
 // step is a scenario to play: a failure and its repair.

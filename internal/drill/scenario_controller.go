@@ -33,6 +33,7 @@ func (d *drill) controllerSteps() []step {
 			description: "SIGKILL the master of " + group + " (in " + home.name + "); the controller elects a replica",
 			failP: func(ctx context.Context, p *phase) error {
 				p.group, p.failedIDC = group, home.name
+				p.failAt = time.Now()
 				return home.broker.kill()
 			},
 			restoreP: func(ctx context.Context, p *phase) error {
@@ -51,6 +52,7 @@ func (d *drill) controllerSteps() []step {
 				if err != nil {
 					return err
 				}
+				p.failAt = time.Now()
 				if err := home.broker.signal(syscall.SIGSTOP); err != nil {
 					return err
 				}
@@ -81,7 +83,7 @@ func (d *drill) controllerSteps() []step {
 				}
 				p.group, p.failedIDC, p.lostIDCs = "broker-"+i.name, i.name, []string{i.name}
 				p.description = "SIGKILL every process of " + i.name + ", which hosts the controller's Raft leader"
-				return d.loseIDCs(ctx, i)
+				return d.loseIDCs(ctx, p, i)
 			},
 			restoreP: func(ctx context.Context, p *phase) error {
 				i := d.idc(p.failedIDC)
@@ -102,7 +104,9 @@ func (d *drill) controllerSteps() []step {
 				for _, i := range lost {
 					p.lostIDCs = append(p.lostIDCs, i.name)
 				}
-				return d.loseIDCs(ctx, lost...)
+				err := d.loseIDCs(ctx, p, lost...)
+				p.lostAt = time.Now()
+				return err
 			},
 			restoreP: func(ctx context.Context, p *phase) error {
 				return d.restoreIDCs(ctx, lost...)
@@ -134,13 +138,17 @@ func (d *drill) groupEpoch(ctx context.Context, group string) (int64, error) {
 	return g.Epoch, nil
 }
 
-// loseIDCs stops the IDCs' consumers and SIGKILLs every server process of
-// theirs (data kept: the IDC comes back as it was).
-func (d *drill) loseIDCs(ctx context.Context, idcs ...*idcProcs) error {
+// loseIDCs stops the IDCs' consumers, then (from p.failAt on) SIGKILLs
+// every server process of theirs (data kept: the IDC comes back as it
+// was).
+func (d *drill) loseIDCs(ctx context.Context, p *phase, idcs ...*idcProcs) error {
 	for _, i := range idcs {
 		if err := d.work.consumer(i.name).kill(); err != nil {
 			return err
 		}
+	}
+	p.failAt = time.Now()
+	for _, i := range idcs {
 		for _, p := range i.servers() {
 			if err := p.kill(); err != nil {
 				return err
@@ -174,7 +182,9 @@ func (d *drill) restoreIDCs(ctx context.Context, idcs ...*idcProcs) error {
 }
 
 // playController runs a controller step: fail, hold for the phase length,
-// repair (which includes the fail-back), hold again.
+// repair (which includes the fail-back), hold again. The step's failP sets
+// failAt again right before it fails anything (what it looks up first is
+// not part of the outage).
 func (d *drill) playController(ctx context.Context, s step) (*phase, error) {
 	p := &phase{name: s.name, failure: s.failure, description: s.description, controller: true}
 	d.progress.setPhase(fmt.Sprintf("%s: %s", s.name, s.description))
