@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -330,9 +331,45 @@ func TestControllerSwitchWaitsForOldLease(t *testing.T) {
 
 	_, err = c.heartbeat(leader.srv.Addr(), r1)
 	testutil.NoError(t, err)
-	resp := c.invoke(leader.srv.Addr(), protocol.ControllerElect,
-		&protocol.ControllerElectRequestHeader{Cluster: "zc", BrokerName: "g1", To: 1})
+	// The switch is committed only once the old master's lease has ended
+	// (it is not renewed meanwhile): the old master acknowledges nothing
+	// after the new one is elected.
+	switched := make(chan *remoting.Command, 1)
+	go func() {
+		switched <- c.invoke(leader.srv.Addr(), protocol.ControllerElect,
+			&protocol.ControllerElectRequestHeader{Cluster: "zc", BrokerName: "g1", To: 1})
+	}()
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(leader.srv.Addr(), m0)
+		if err != nil {
+			return err
+		}
+		if out.LeaseMillis != 0 {
+			return errors.New("the old master's lease is still renewed")
+		}
+		return nil
+	})
+	// The candidate keeps reporting while the switch waits.
+	var resp *remoting.Command
+	testutil.Eventually(t, testDeadline, func() error {
+		if _, err := c.heartbeat(leader.srv.Addr(), r1); err != nil {
+			return err
+		}
+		select {
+		case resp = <-switched:
+			return nil
+		default:
+			return errors.New("the switch is waiting for the old lease")
+		}
+	})
 	testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.Success, "switch", resp.Remark)
+	testutil.True(t, time.Now().After(oldLeaseEnd), "the switch is committed after the old lease ended")
+	for _, e := range groupStatus(c.status(leader.srv.Addr())).History {
+		if e.Epoch == 2 {
+			testutil.True(t, !time.UnixMilli(e.ElectedAtMillis).Before(oldLeaseEnd.Truncate(time.Millisecond)),
+				"history: elected after the old lease", e.ElectedAtMillis, oldLeaseEnd)
+		}
+	}
 
 	out, err = c.heartbeat(leader.srv.Addr(), m0)
 	testutil.NoError(t, err)
