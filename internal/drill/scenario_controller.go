@@ -195,6 +195,14 @@ func (d *drill) playController(ctx context.Context, s step) (*phase, error) {
 	if err := sleepCtx(ctx, time.Until(p.failAt.Add(d.opts.PhaseLength))); err != nil {
 		return nil, err
 	}
+	// Hold the failure until the group took a write again (a short phase
+	// must not end a scenario before the controller could act), at most
+	// electionLimit more.
+	for deadline := time.Now().Add(electionLimit); p.group != "" && !d.groupAckedSince(p.group, p.failAt) && time.Now().Before(deadline); {
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
 	d.progress.setPhase(fmt.Sprintf("after %s: repairing and failing back", s.name))
 	p.restoreAt = time.Now()
 	if err := s.restoreP(ctx, p); err != nil {
@@ -205,4 +213,18 @@ func (d *drill) playController(ctx context.Context, s step) (*phase, error) {
 	}
 	p.endAt = time.Now()
 	return p, nil
+}
+
+// groupAckedSince reports whether group acknowledged a send started after t.
+func (d *drill) groupAckedSince(group string, t time.Time) bool {
+	if d.work.ledger.ackedSince(group, t) {
+		return true
+	}
+	acks, _, _ := d.ordered.snapshot()
+	for _, a := range acks {
+		if a.Group == group && a.SentAt.After(t) {
+			return true
+		}
+	}
+	return false
 }

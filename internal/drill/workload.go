@@ -80,6 +80,19 @@ func (l *book) snapshot() ([]sendRecord, map[string][]recvRecord) {
 	return sends, recvs
 }
 
+// ackedSince reports whether broker group acknowledged a send started
+// after t.
+func (l *book) ackedSince(group string, t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for n := len(l.sends) - 1; n >= 0 && l.sends[n].end.After(t); n-- {
+		if s := l.sends[n]; s.err == nil && s.broker == group && s.start.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // unconsumed counts acknowledged keys never delivered.
 func (l *book) unconsumed() int {
 	l.mu.Lock()
