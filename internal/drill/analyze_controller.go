@@ -68,9 +68,15 @@ func controllerPhaseResult(in ledger.Input, sends []sendRecord, recvs map[string
 
 	// Time to a new master, from the controller's view: the first
 	// election of an affected group after the failure and before the
-	// repair.
+	// repair. Two IDCs lost: any epoch the surviving voter changed.
+	electedAlone := false
+	for g, e := range p.epochsDuring {
+		if e != p.epochsBefore[g] {
+			electedAlone = true
+		}
+	}
 	for _, e := range in.History {
-		if affected(e.Group) && within(e.At, p.failAt, p.restoreAt) {
+		if p.group != "" && affected(e.Group) && within(e.At, p.failAt, p.restoreAt) {
 			if d := e.At.Sub(p.failAt); r.NewMaster < 0 || millis(d) < r.NewMaster {
 				r.NewMaster = millis(d)
 			}
@@ -135,8 +141,9 @@ func controllerPhaseResult(in ledger.Input, sends []sendRecord, recvs map[string
 	r.Notes = append(r.Notes, res.LostExamples...)
 
 	if p.group == "" {
-		if r.NewMaster >= 0 {
-			r.Notes = append(r.Notes, "a master was elected without a controller majority")
+		if electedAlone {
+			r.Notes = append(r.Notes, fmt.Sprintf("a master was elected without a controller majority (epochs %v, before %v)",
+				p.epochsDuring, p.epochsBefore))
 		}
 		if r.OneCopyAcks > 0 {
 			r.Notes = append(r.Notes, fmt.Sprintf("%d sends acknowledged with two IDCs of three lost", r.OneCopyAcks))

@@ -53,4 +53,9 @@ func TestDrillAnalyzeControllerPhase(t *testing.T) {
 	r = controllerPhaseResult(in, nil, nil, lost)
 	testutil.Equal(t, r.OneCopyAcks, 1, "one-copy ack")
 	testutil.True(t, !r.Recovered, "a one-copy ack fails the scenario")
+	in.Acks = in.Acks[:1]
+	lost.epochsBefore = map[string]int64{"broker-idc1": 1, "broker-idc2": 1}
+	lost.epochsDuring = map[string]int64{"broker-idc1": 1, "broker-idc2": 2}
+	r = controllerPhaseResult(in, nil, nil, lost)
+	testutil.True(t, !r.Recovered, "an epoch changed by the lone voter fails the scenario", r.Notes)
 }

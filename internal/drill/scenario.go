@@ -30,6 +30,9 @@ type phase struct {
 	group                         string
 	lostIDCs                      []string
 	lostAt, resumedAt, failbackAt time.Time
+	// two-idcs-lost: every group's epoch before the loss and in the
+	// surviving voter's state at its end.
+	epochsBefore, epochsDuring map[string]int64
 }
 
 // step is a scenario to play: a failure and its repair.

@@ -104,15 +104,41 @@ func (d *drill) controllerSteps() []step {
 				for _, i := range lost {
 					p.lostIDCs = append(p.lostIDCs, i.name)
 				}
-				err := d.loseIDCs(ctx, p, lost...)
+				var err error
+				if p.epochsBefore, err = d.epochs(ctx); err != nil {
+					return err
+				}
+				err = d.loseIDCs(ctx, p, lost...)
 				p.lostAt = time.Now()
 				return err
 			},
 			restoreP: func(ctx context.Context, p *phase) error {
+				// What the surviving voter committed while alone: it must
+				// not have changed any group's epoch. (An election it
+				// proposed as it lost its majority may still be committed
+				// after the repair, when a leader holding it regains one;
+				// that is no election without a majority.)
+				var err error
+				if p.epochsDuring, err = d.epochs(ctx); err != nil {
+					return fmt.Errorf("reading the surviving voter's state: %w", err)
+				}
 				return d.restoreIDCs(ctx, lost...)
 			}})
 	}
 	return steps
+}
+
+// epochs is every group's epoch as a voter that answers records it.
+func (d *drill) epochs(ctx context.Context) (map[string]int64, error) {
+	st, err := d.ctl.status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, g := range st.Groups {
+		out[g.BrokerName] = g.Epoch
+	}
+	return out, nil
 }
 
 // idc returns the IDC named name.
