@@ -48,21 +48,6 @@ func TestDevclusterController(t *testing.T) {
 	testutil.NoError(t, err)
 	testutil.NoError(t, adm.Start(ctx))
 	defer adm.Shutdown(ctx)
-	testutil.NoError(t, adm.CreateTopic(ctx, client.TopicSpec{Topic: "DevCtlTopic", Queues: 1}))
-	// The replica learns the topic from its master before the master goes.
-	testutil.Eventually(t, 30*time.Second, func() error {
-		r, err := adm.TopicRoute(ctx, "DevCtlTopic")
-		if err != nil {
-			return err
-		}
-		for _, b := range r.Brokers {
-			if b.Name == BrokerName(1) && b.Addrs[1] != "" {
-				return nil
-			}
-		}
-		return fmt.Errorf("broker-idc1's replica does not route DevCtlTopic yet: %+v", r)
-	})
-
 	c.StopBroker(1)
 	testutil.Eventually(t, 30*time.Second, func() error {
 		e, m, err := epochOf(BrokerName(1))
@@ -73,6 +58,11 @@ func TestDevclusterController(t *testing.T) {
 			return fmt.Errorf("broker-idc1 at epoch %d master %s", e, m)
 		}
 		return nil
+	})
+	// The elected master takes a topic and writes to it.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		return adm.CreateTopic(ctx, client.TopicSpec{Topic: "DevCtlTopic", Queues: 1,
+			Brokers: []string{c.ReplicaAddr(1, 1), c.BrokerAddr(2), c.BrokerAddr(3)}})
 	})
 	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: c.ClientConfig(1)})
 	testutil.NoError(t, err)
