@@ -78,8 +78,9 @@ func TestCLINamesrvControllerArgs(t *testing.T) {
 func TestCLIAdminController(t *testing.T) {
 	opts := controller.NewOptions()
 	opts.Listen, opts.RaftListen, opts.NodeID, opts.DataDir = "127.0.1.1:0", "127.0.1.1:0", "c1", t.TempDir()
-	// A long lease: the brokers below count as alive for the whole test.
-	opts.MasterLeaseTimeout = time.Minute
+	// A short lease: a switch commits only once the old master's lease
+	// has ended; the brokers below keep reporting so they stay alive.
+	opts.MasterLeaseTimeout = 2 * time.Second
 	srv, err := controller.New(opts)
 	testutil.NoError(t, err)
 	done := make(chan error, 1)
@@ -94,12 +95,32 @@ func TestCLIAdminController(t *testing.T) {
 	})
 	cl := controller.NewClient([]string{srv.Addr()})
 	t.Cleanup(func() { cl.Close() })
-	for id, role := range []string{protocol.RoleMaster, protocol.RoleReplica} {
-		_, err := cl.Heartbeat(context.Background(), &protocol.ControllerHeartbeatRequestHeader{Cluster: "zc",
-			BrokerName: "broker-a", BrokerID: int64(id), Addr: "127.0.1.1:1091" + string(rune('1'+id)), IDC: "idc1",
-			Epoch: 1, LogEnd: 100, Role: role})
-		testutil.NoError(t, err)
+	report := func() error {
+		for id, role := range []string{protocol.RoleMaster, protocol.RoleReplica} {
+			_, err := cl.Heartbeat(context.Background(), &protocol.ControllerHeartbeatRequestHeader{Cluster: "zc",
+				BrokerName: "broker-a", BrokerID: int64(id), Addr: "127.0.1.1:1091" + string(rune('1'+id)), IDC: "idc1",
+				Epoch: 1, LogEnd: 100, Role: role})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	}
+	testutil.NoError(t, report())
+	stop := make(chan struct{})
+	reporting := make(chan struct{})
+	go func() {
+		defer close(reporting)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				report()
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-reporting })
 
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"admin", "controller", "status", "--controller", srv.Addr()}, &stdout, &stderr)

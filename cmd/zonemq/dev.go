@@ -86,6 +86,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"the message) or async")
 	metrics := fs.Bool("metrics", true, "serve Prometheus /metrics on every server, on its IDC's address: brokers BASE+9100+id,\n"+
 		"name servers BASE+9200, address servers BASE+9300 (free ports with --base-port 0)")
+	withController := fs.Bool("controller", false, "run a failover-controller voter beside every IDC's name server (on BASE+9880,\n"+
+		"Raft BASE+9881) and let it elect each group's master (docs/controller.md); useful with --replicas 2+")
 	if err := parseQuiet(fs, args, stderr); err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	start := time.Now()
 	dopts := devcluster.Options{IDCs: *idcs, DataDir: *dataDir, BasePort: *basePort, Logger: logger,
-		Replicas: *replicas, Replication: *replication}
+		Replicas: *replicas, Replication: *replication, Controller: *withController}
 	if *metrics {
 		enableDevMetrics(&dopts, *basePort)
 	}
@@ -237,6 +239,10 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 			devcluster.BrokerName(n), c.BrokerAddr(n))
 	}
 	tw.Flush()
+	if addrs := c.ControllerAddrs(); len(addrs) > 0 {
+		fmt.Fprintf(w, "\nFailover controller (one voter per IDC): %s\n", strings.Join(addrs, ", "))
+		fmt.Fprintf(w, "  zonemq admin controller status --controller %s\n", strings.Join(addrs, ","))
+	}
 	if c.Replicas() > 1 {
 		fmt.Fprintf(w, "\nReplicas (each group's id 1..%d, copying its master's log):\n", c.Replicas()-1)
 		for n := 1; n <= c.IDCs(); n++ {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/devcluster"
+	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -166,4 +170,46 @@ func TestCLIDevKeepsDataDir(t *testing.T) {
 	testutil.Equal(t, <-done, 0, errb.String())
 	_, err := os.Stat(dir + "/idc1/broker")
 	testutil.NoError(t, err, "data kept in --data")
+}
+
+// `zonemq dev --controller` runs a voter per IDC, prints how to reach it,
+// and the controller knows every broker group.
+func TestCLIDevController(t *testing.T) {
+	cliClearEnv(t)
+	readyCh := make(chan *devcluster.Cluster, 1)
+	devReadyHook = func(c *devcluster.Cluster, _ string) { readyCh <- c }
+	t.Cleanup(func() { devReadyHook = nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	out, errb := &cliBuffer{}, &cliBuffer{}
+	go func() {
+		done <- cliRunCtx(ctx, []string{"dev", "--idcs", "3", "--replicas", "2", "--controller", "--base-port", "0",
+			"--control", "off", "--topic", ""}, out, errb)
+	}()
+	var c *devcluster.Cluster
+	select {
+	case c = <-readyCh:
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev did not come up", errb.String())
+	}
+	addrs := c.ControllerAddrs()
+	testutil.Equal(t, len(addrs), 3, "one voter per IDC")
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(out.String(), "zonemq admin controller status --controller "+strings.Join(addrs, ",")) {
+			return errors.New("no controller command printed yet")
+		}
+		return nil
+	})
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"admin", "controller", "status", "--controller", strings.Join(addrs, ","), "--output", "json"}, &stdout, &stderr)
+	testutil.Equal(t, code, 0, "status", stderr.String())
+	var st protocol.ControllerStatus
+	testutil.NoError(t, json.Unmarshal(stdout.Bytes(), &st))
+	testutil.Equal(t, len(st.Groups), 3, "groups")
+	for _, g := range st.Groups {
+		testutil.True(t, g.MasterID == 0 && len(g.History) == 1, "each group's master adopted, with its history", g)
+	}
+	cancel()
+	testutil.Equal(t, <-done, 0, errb.String())
 }

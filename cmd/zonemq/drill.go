@@ -32,7 +32,12 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	binary := fs.String("binary", "", "zonemq binary to start the servers from (default: this executable)")
 	clientLog := fs.String("client-log", "", "write the drill's SDK producers' debug log to this file (default: discard;\n"+
 		"each IDC's consumer process logs to idcN-consumer.log in the work folder)")
-	only := fs.String("only", "", "play only these `scenarios`, comma-separated (S2, S3, S4, idc-lost), after S1")
+	only := fs.String("only", "", "play only these `scenarios`, comma-separated (S2, S3, S4, idc-lost, master-kill,\n"+
+		"master-partition, controller-idc-lost, two-idcs-lost), after S1")
+	withController := fs.Bool("controller", false, "run a failover-controller voter in every IDC's name server, brokers reporting to\n"+
+		"it, and add the controller scenarios (needs --idcs 3+ and --replicas 2+; implied by --idcs 3\n"+
+		"--replicas 3 and by naming a controller scenario in --only)")
+	minInSync := fs.Int("min-insync-replicas", 0, "the brokers' --min-insync-replicas in controller mode (0: 2 with --replicas 3+)")
 	replicas := fs.Int("replicas", 1, "`copies` of each IDC's broker group (master counted); 2 or more replicates every\n"+
 		"group synchronously into the next IDCs and adds the idc-lost scenario")
 	netnsFlags := addNetnsFlags(fs)
@@ -68,6 +73,8 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		WorkDir:        *workDir,
 		PortOffset:     *portOffset,
 		Replicas:       *replicas,
+		Controller:     *withController || (*idcs >= 3 && *replicas >= 3),
+		MinInSync:      *minInSync,
 		Only:           splitList(*only),
 		Netns:          netnsFlags.netns,
 		IDCRTT:         netnsFlags.rtt,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -98,6 +99,15 @@ func TestControllerLeaseLapseElectsInSyncReplica(t *testing.T) {
 	testutil.Equal(t, g.MasterID, int64(2), "status master")
 	testutil.Equal(t, g.Epoch, int64(2), "status epoch")
 	testutil.True(t, slices.Equal(g.InSync, []int64{2}), "in-sync set is the new master", g.InSync)
+	// The status carries the epoch history: the adopted master, then the
+	// elected one, each with its address and a commit time.
+	testutil.Equal(t, len(g.History), 2, "history entries")
+	testutil.Equal(t, g.History[0].MasterID, int64(0), "first master")
+	testutil.Equal(t, g.History[1].MasterID, int64(2), "second master")
+	testutil.Equal(t, g.History[1].Epoch, int64(2), "second epoch")
+	testutil.Equal(t, g.History[1].Addr, g.MasterAddr, "history address")
+	testutil.True(t, g.History[1].ElectedAtMillis >= g.History[0].ElectedAtMillis && g.History[0].ElectedAtMillis > 0,
+		"election times", g.History)
 
 	// The new master, promoted, reports at epoch 2 and gets a lease.
 	r2.role, r2.epoch = protocol.RoleMaster, 2
@@ -240,7 +250,7 @@ func TestControllerRestartAllRecovers(t *testing.T) {
 			return errors.New("no group after restart")
 		}
 		if got.MasterID != want.MasterID || got.Epoch != want.Epoch || !slices.Equal(got.InSync, want.InSync) ||
-			len(got.Members) != len(want.Members) {
+			len(got.Members) != len(want.Members) || !slices.Equal(got.History, want.History) {
 			return fmt.Errorf("after restart %+v, before %+v", got, want)
 		}
 		return nil
@@ -321,9 +331,45 @@ func TestControllerSwitchWaitsForOldLease(t *testing.T) {
 
 	_, err = c.heartbeat(leader.srv.Addr(), r1)
 	testutil.NoError(t, err)
-	resp := c.invoke(leader.srv.Addr(), protocol.ControllerElect,
-		&protocol.ControllerElectRequestHeader{Cluster: "zc", BrokerName: "g1", To: 1})
+	// The switch is committed only once the old master's lease has ended
+	// (it is not renewed meanwhile): the old master acknowledges nothing
+	// after the new one is elected.
+	switched := make(chan *remoting.Command, 1)
+	go func() {
+		switched <- c.invoke(leader.srv.Addr(), protocol.ControllerElect,
+			&protocol.ControllerElectRequestHeader{Cluster: "zc", BrokerName: "g1", To: 1})
+	}()
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(leader.srv.Addr(), m0)
+		if err != nil {
+			return err
+		}
+		if out.LeaseMillis != 0 {
+			return errors.New("the old master's lease is still renewed")
+		}
+		return nil
+	})
+	// The candidate keeps reporting while the switch waits.
+	var resp *remoting.Command
+	testutil.Eventually(t, testDeadline, func() error {
+		if _, err := c.heartbeat(leader.srv.Addr(), r1); err != nil {
+			return err
+		}
+		select {
+		case resp = <-switched:
+			return nil
+		default:
+			return errors.New("the switch is waiting for the old lease")
+		}
+	})
 	testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.Success, "switch", resp.Remark)
+	testutil.True(t, time.Now().After(oldLeaseEnd), "the switch is committed after the old lease ended")
+	for _, e := range groupStatus(c.status(leader.srv.Addr())).History {
+		if e.Epoch == 2 {
+			testutil.True(t, !time.UnixMilli(e.ElectedAtMillis).Before(oldLeaseEnd.Truncate(time.Millisecond)),
+				"history: elected after the old lease", e.ElectedAtMillis, oldLeaseEnd)
+		}
+	}
 
 	out, err = c.heartbeat(leader.srv.Addr(), m0)
 	testutil.NoError(t, err)

@@ -48,11 +48,39 @@ type group struct {
 	// InSync is the in-sync set, master included, sorted.
 	InSync  []int64           `json:"inSync"`
 	Members map[int64]*member `json:"members"`
+	// History is every master the group had, oldest first, at most
+	// maxHistory entries (the oldest dropped): what a checker needs to
+	// tell a fenced master's acknowledgement from a valid one. Snapshots
+	// written before it existed restore with an empty history.
+	History []epochRecord `json:"history,omitempty"`
+}
+
+// epochRecord is one master of a group: from epoch Epoch on, broker
+// MasterID at Addr, committed at AtMillis (the leader's clock, Unix ms; 0
+// for entries logged before the field existed).
+type epochRecord struct {
+	Epoch    int64  `json:"epoch"`
+	MasterID int64  `json:"masterId"`
+	Addr     string `json:"addr"`
+	AtMillis int64  `json:"atMillis"`
+}
+
+// maxHistory bounds a group's epoch history.
+const maxHistory = 256
+
+// record appends a new master to g's history, dropping the oldest beyond
+// maxHistory.
+func (g *group) record(at int64) {
+	g.History = append(g.History, epochRecord{Epoch: g.Epoch, MasterID: g.MasterID, Addr: g.MasterAddr, AtMillis: at})
+	if n := len(g.History); n > maxHistory {
+		g.History = slices.Clone(g.History[n-maxHistory:])
+	}
 }
 
 func (g *group) clone() *group {
 	c := *g
 	c.InSync = slices.Clone(g.InSync)
+	c.History = slices.Clone(g.History)
 	c.Members = make(map[int64]*member, len(g.Members))
 	for id, m := range g.Members {
 		mc := *m
@@ -103,6 +131,11 @@ type command struct {
 
 	// apiAddr: voter NodeID serves requests at Addr.
 	NodeID string `json:"nodeId,omitempty"`
+
+	// At is when the leader proposed the command (Unix ms): the time an
+	// adopted or elected master enters the epoch history. Every voter
+	// applies the same value, so the state stays deterministic.
+	At int64 `json:"at,omitempty"`
 }
 
 // errStale is an elect or lease command that lost a race with another
@@ -168,6 +201,7 @@ func (f *fsm) applyReportLocked(c *command) error {
 		// (there was no master before it to fence).
 		g.MasterID, g.MasterAddr, g.Epoch, g.LeasedEpoch = c.ID, c.Addr, c.Epoch, c.Epoch
 		g.InSync = []int64{c.ID}
+		g.record(c.At)
 	}
 	if c.ID == g.MasterID {
 		g.MasterAddr = c.Addr
@@ -195,6 +229,7 @@ func (f *fsm) applyElectLocked(c *command) error {
 	}
 	g.MasterID, g.MasterAddr = c.ID, m.Addr
 	g.Epoch = c.FromEpoch + 1
+	g.record(c.At)
 	// Only the new master is known to hold everything it will serve; the
 	// others rejoin the set when it reports them in sync.
 	g.InSync = []int64{c.ID}

@@ -84,3 +84,40 @@ func TestControllerFSMCommands(t *testing.T) {
 	testutil.Equal(t, f2.apiAddr("c1"), "127.0.1.1:1", "restored API address")
 	testutil.True(t, f2.Restore(io.NopCloser(bytes.NewReader([]byte("junk")))) != nil, "junk snapshot refused")
 }
+
+func TestControllerFSMEpochHistory(t *testing.T) {
+	f := newFSM()
+	k := groupKey{Cluster: "zc", Name: "g1"}
+	testutil.NoError(t, applyCmd(t, f, 1, command{Type: cmdReport, Key: k, ID: 1, Addr: "r1", At: 100}))
+	testutil.Equal(t, len(f.group(k).History), 0, "a replica alone makes no history")
+	testutil.NoError(t, applyCmd(t, f, 2, command{Type: cmdReport, Key: k, ID: 0, Addr: "m0", Epoch: 2, AdoptMaster: true, At: 200}))
+	testutil.NoError(t, applyCmd(t, f, 3, command{Type: cmdElect, Key: k, ID: 1, FromEpoch: 2, At: 300}))
+	// A refused election leaves no trace.
+	testutil.ErrorIs(t, applyCmd(t, f, 4, command{Type: cmdElect, Key: k, ID: 0, FromEpoch: 2, At: 400}), errStale)
+	testutil.NoError(t, applyCmd(t, f, 5, command{Type: cmdElect, Key: k, ID: 0, FromEpoch: 3, At: 500}))
+	want := []epochRecord{{2, 0, "m0", 200}, {3, 1, "r1", 300}, {4, 0, "m0", 500}}
+	if got := f.group(k).History; !reflect.DeepEqual(got, want) {
+		t.Fatalf("history %+v, want %+v", got, want)
+	}
+
+	// The history is bounded: the oldest entries go.
+	for i := range maxHistory {
+		testutil.NoError(t, applyCmd(t, f, uint64(6+i), command{Type: cmdElect, Key: k, ID: int64(1 - i%2), FromEpoch: int64(4 + i)}))
+	}
+	h := f.group(k).History
+	testutil.Equal(t, len(h), maxHistory, "bounded")
+	testutil.Equal(t, h[len(h)-1].Epoch, int64(4+maxHistory), "newest kept")
+
+	// A snapshot written before the history existed restores with none.
+	old := `{"groups":[{"key":{"cluster":"zc","name":"g1"},"masterId":0,"masterAddr":"m0","epoch":7,` +
+		`"leasedEpoch":7,"inSync":[0],"members":{"0":{"addr":"m0","idc":"idc1","logEnd":0}}}],"apiAddrs":{}}`
+	f2 := newFSM()
+	testutil.NoError(t, f2.Restore(io.NopCloser(bytes.NewReader([]byte(old)))))
+	g := f2.group(k)
+	testutil.Equal(t, g.Epoch, int64(7), "old snapshot's epoch")
+	testutil.Equal(t, len(g.History), 0, "old snapshot has no history")
+	// Elections after it start the history.
+	testutil.NoError(t, applyCmd(t, f2, 1, command{Type: cmdReport, Key: k, ID: 1, Addr: "r1"}))
+	testutil.NoError(t, applyCmd(t, f2, 2, command{Type: cmdElect, Key: k, ID: 1, FromEpoch: 7, At: 9}))
+	testutil.True(t, reflect.DeepEqual(f2.group(k).History, []epochRecord{{8, 1, "r1", 9}}), "history after an old snapshot", f2.group(k).History)
+}

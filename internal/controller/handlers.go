@@ -164,6 +164,9 @@ func (s *Server) grantLease(key groupKey, id, epoch int64, now time.Time) (time.
 	if g == nil || g.MasterID != id || g.Epoch != epoch {
 		return 0, nil // an election got in first
 	}
+	if s.live.retiring(key, epoch) {
+		return 0, nil // an operator's switch waits for this lease to end
+	}
 	if g.LeasedEpoch != g.Epoch {
 		if s.now().Before(s.live.fenceUntil(g.Key, g.Epoch, s.opts.MasterLeaseTimeout)) {
 			return 0, nil
@@ -183,7 +186,7 @@ func (s *Server) grantLease(key groupKey, id, epoch int64, now time.Time) (time.
 // handleElect serves CONTROLLER_ELECT (9203): an operator's switch to a
 // given broker (To >= 0) or an election of the best live member (To < 0);
 // without Force only from the in-sync set.
-func (s *Server) handleElect(_ context.Context, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
+func (s *Server) handleElect(ctx context.Context, conn *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h protocol.ControllerElectRequestHeader
 	if resp := decodeHeader(req, &h); resp != nil {
 		return resp
@@ -196,18 +199,53 @@ func (s *Server) handleElect(_ context.Context, conn *remoting.Conn, req *remoti
 	}
 	key := groupKey{Cluster: h.Cluster, Name: h.BrokerName}
 	s.decideMu.Lock()
-	defer s.decideMu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			s.decideMu.Unlock()
+		}
+	}()
 	g := s.fsm.group(key)
 	if g == nil {
 		return reply(req, protocol.InvalidParameter, "no broker group "+key.String()+" has reported to the controller")
 	}
 	now := s.now()
-	pick, known, err := s.pickMaster(g, now, h.Force)
-	if h.To >= 0 {
-		pick, err = h.To, s.checkSwitchTarget(g, h.To, h.Force, now)
+	decide := func() (int64, int64, error) {
+		pick, known, err := s.pickMaster(g, now, h.Force)
+		if h.To >= 0 {
+			pick, err = h.To, s.checkSwitchTarget(g, h.To, h.Force, now)
+		}
+		return pick, known, err
 	}
+	pick, known, err := decide()
 	if err != nil {
 		return reply(req, protocol.IllegalOperation, "no election: "+err.Error())
+	}
+	// The current master may hold a lease (a planned switch): stop
+	// renewing it and commit the election only once it has ended, so the
+	// old master acknowledges nothing after the new one is elected. The
+	// wait releases decideMu: other groups' leases go on meanwhile.
+	if until := s.live.retire(key, g.Epoch, s.opts.MasterLeaseTimeout); until.After(now) {
+		defer s.live.unretire(key)
+		s.decideMu.Unlock()
+		locked = false
+		t := time.NewTimer(until.Sub(now))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return reply(req, protocol.ServiceNotAvailable, "no election: the controller is stopping")
+		case <-t.C:
+		}
+		s.decideMu.Lock()
+		locked = true
+		prev := g.Epoch
+		if g = s.fsm.group(key); g == nil || g.Epoch != prev {
+			return reply(req, protocol.ServiceNotAvailable, "no election: the group changed while the old master's lease ran out")
+		}
+		now = s.now()
+		if pick, known, err = decide(); err != nil {
+			return reply(req, protocol.IllegalOperation, "no election: "+err.Error())
+		}
 	}
 	_, pickEnd, _ := s.live.alive(key, pick, now, s.opts.MasterLeaseTimeout)
 	if err := s.elect(g, pick, "operator from "+conn.RemoteAddr(), h.Force); err != nil {
@@ -274,7 +312,11 @@ func (s *Server) Status() protocol.ControllerStatus {
 	now := s.now()
 	for _, g := range s.fsm.allGroups() {
 		cg := protocol.ControllerGroup{Cluster: g.Key.Cluster, BrokerName: g.Key.Name, MasterID: g.MasterID,
-			MasterAddr: g.MasterAddr, Epoch: g.Epoch, InSync: g.InSync}
+			MasterAddr: g.MasterAddr, Epoch: g.Epoch, InSync: g.InSync, History: []protocol.ControllerEpoch{}}
+		for _, h := range g.History {
+			cg.History = append(cg.History, protocol.ControllerEpoch{Epoch: h.Epoch, MasterID: h.MasterID,
+				Addr: h.Addr, ElectedAtMillis: h.AtMillis})
+		}
 		for id, m := range g.Members {
 			cm := protocol.ControllerMember{ID: id, Addr: m.Addr, IDC: m.IDC, LogEnd: m.LogEnd}
 			if st.IsLeader {

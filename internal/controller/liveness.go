@@ -30,6 +30,9 @@ type groupLiveness struct {
 	// blocked is why the last election attempt found no one (logged once
 	// per change).
 	blocked string
+	// retiring, when set, is the epoch whose master an operator's switch
+	// replaces: its lease is not renewed until the switch is done.
+	retiring int64
 }
 
 // memberLiveness is one broker's latest heartbeat.
@@ -124,6 +127,40 @@ func (l *liveness) leaseActive(k groupKey, epoch int64, now time.Time) bool {
 	defer l.mu.Unlock()
 	gl := l.groups[k]
 	return gl != nil && gl.leaseEpoch == epoch && gl.leaseUntil.After(now)
+}
+
+// retire stops renewing the lease of k's master at epoch (an operator's
+// switch) and returns when every lease of that master has surely ended:
+// the last this leader granted, and a lease timeout after it took over
+// (the previous leader's).
+func (l *liveness) retire(k groupKey, epoch int64, timeout time.Duration) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gl := l.groupLocked(k)
+	gl.retiring = epoch
+	t := l.since.Add(timeout)
+	if gl.leaseEpoch == epoch && gl.leaseUntil.After(t) {
+		t = gl.leaseUntil
+	}
+	return t
+}
+
+// retiring reports whether the master of k at epoch is being switched
+// away from (no lease renewal).
+func (l *liveness) retiring(k groupKey, epoch int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gl := l.groups[k]
+	return gl != nil && gl.retiring == epoch && epoch > 0
+}
+
+// unretire ends a switch, done or given up.
+func (l *liveness) unretire(k groupKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if gl := l.groups[k]; gl != nil {
+		gl.retiring = 0
+	}
 }
 
 // granted records a lease granted at epoch until until.

@@ -317,6 +317,9 @@ func (s *Server) leaseCheckLoop() {
 // apply commits c through Raft (a majority of voters) and returns the
 // FSM's answer.
 func (s *Server) apply(c command) error {
+	if c.At == 0 {
+		c.At = s.now().UnixMilli()
+	}
 	data, err := json.Marshal(&c)
 	if err != nil {
 		return fmt.Errorf("encoding %s command: %w", c.Type, err)

@@ -19,6 +19,15 @@
 //
 // so printed commands keep working across restarts.
 //
+// # Controller
+//
+// With Options.Controller, every IDC's name server also runs a
+// failover-controller voter (as `zonemq namesrv --controller` does), on
+// B+9880 (requests) and B+9881 (Raft) of 127.0.n.1, one voter per IDC,
+// data under DataDir/idc<n>/controller; every broker reports to all of
+// them and the controller elects a group's master (docs/controller.md).
+// Stopping an IDC's name server stops its voter too.
+//
 // # Replicas
 //
 // With Options.Replicas = R > 1, IDC n's broker group also has replicas
@@ -43,6 +52,7 @@ import (
 	"github.com/zonemq/zonemq/client"
 	"github.com/zonemq/zonemq/internal/addrsrv"
 	"github.com/zonemq/zonemq/internal/broker"
+	"github.com/zonemq/zonemq/internal/controller"
 	"github.com/zonemq/zonemq/internal/namesrv"
 	"github.com/zonemq/zonemq/internal/store"
 )
@@ -77,6 +87,11 @@ type Options struct {
 	// Replication is the groups' acknowledgement mode
 	// (broker.ReplicationAsync or ReplicationSync); empty means async.
 	Replication string
+
+	// Controller runs a failover-controller voter in every IDC's name
+	// server and makes every broker report to them (see the package
+	// comment).
+	Controller bool
 
 	// ReadyTimeout bounds Start's wait for every broker to be registered
 	// with every name server. Zero means 20 s.
@@ -123,6 +138,12 @@ type idcNode struct {
 
 	// replicas are the replicas this IDC hosts for other IDCs' groups.
 	replicas []*replicaNode
+
+	// The controller voter (Options.Controller), stopped and started with
+	// the name server.
+	controllerAddr, raftAddr string
+	controller               *controller.Server
+	controllerDone           chan struct{}
 }
 
 // replicaNode is one replica broker: member id of group's broker group.
@@ -180,6 +201,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if opts.Controller {
+		if err := c.bootstrapControllers(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	for _, node := range c.idcs {
 		if err := c.startAddrsrvLocked(node); err != nil {
 			c.Close()
@@ -207,6 +234,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.WaitReplicasInSync(rctx); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if opts.Controller {
+		if err := c.WaitMastersElected(rctx); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -361,6 +394,9 @@ func (c *Cluster) startNamesrvLocked(node *idcNode) error {
 	}
 	node.namesrv, node.namesrvAddr = s, s.Addr()
 	node.namesrvDone = run(s.Run)
+	if c.opts.Controller {
+		return c.startControllerLocked(node)
+	}
 	return nil
 }
 
@@ -432,6 +468,11 @@ func (c *Cluster) newBroker(node *idcNode, name string, id int64, listen, dataDi
 		}
 	}
 	o.Logger = c.logger
+	for _, other := range c.idcs {
+		if other.controllerAddr != "" {
+			o.ControllerAddrs = append(o.ControllerAddrs, other.controllerAddr)
+		}
+	}
 	if c.opts.Broker != nil {
 		c.opts.Broker(node.n, &o)
 	}
@@ -589,10 +630,16 @@ func (c *Cluster) StopNamesrv(n int) {
 	node := c.node(n)
 	s, done := node.namesrv, node.namesrvDone
 	node.namesrv = nil
+	cs, cdone := node.controller, node.controllerDone
+	node.controller = nil
 	c.mu.Unlock()
 	if s != nil {
 		s.Shutdown()
 		<-done
+	}
+	if cs != nil {
+		cs.Shutdown()
+		<-cdone
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,19 @@ type cluster struct {
 	binary  string
 	workDir string
 	idcs    []*idcProcs
+	// controllerAddrs are the voters' request addresses (IDC order) in
+	// controller mode; empty otherwise.
+	controllerAddrs []string
+}
+
+// clusterLayout is what newCluster lays out.
+type clusterLayout struct {
+	idcs, replicas, portOffset int
+	// controller runs a voter in every IDC's name server and makes the
+	// brokers report to them; minInSync is then the brokers'
+	// --min-insync-replicas (0: the broker's default).
+	controller bool
+	minInSync  int
 }
 
 func idcName(n int) string { return fmt.Sprintf("idc%d", n) }
@@ -55,12 +69,28 @@ func loopbackIP(n int) string { return fmt.Sprintf("127.0.%d.1", n) }
 
 // newCluster lays out n IDCs under workDir; nothing is started yet.
 // ipOf gives IDC n's address (loopbackIP, or netns.Addr under --netns).
-func newCluster(binary, workDir string, n, replicas, portOffset int, ipOf func(int) string) (*cluster, error) {
+func newCluster(binary, workDir string, l clusterLayout, ipOf func(int) string) (*cluster, error) {
+	n, replicas, portOffset := l.idcs, l.replicas, l.portOffset
 	c := &cluster{binary: binary, workDir: workDir}
-	var namesrvs []string
+	var namesrvs, raftPeers []string
 	for i := 1; i <= n; i++ {
 		ip := ipOf(i)
 		namesrvs = append(namesrvs, fmt.Sprintf("%s=%s:%d", idcName(i), ip, drillNamesrvPort+portOffset))
+		raftPeers = append(raftPeers, fmt.Sprintf("%s=%s:%d", idcName(i), ip, drillRaftPort+portOffset))
+		if l.controller {
+			c.controllerAddrs = append(c.controllerAddrs, fmt.Sprintf("%s:%d", ip, drillControllerPort+portOffset))
+		}
+	}
+	// groupArgs are the flags every member of a broker group shares.
+	var groupArgs []string
+	if replicas > 1 {
+		groupArgs = append(groupArgs, "--replication", "sync")
+	}
+	if l.controller {
+		groupArgs = append(groupArgs, "--controller", strings.Join(c.controllerAddrs, ","))
+		if l.minInSync > 0 {
+			groupArgs = append(groupArgs, "--min-insync-replicas", fmt.Sprint(l.minInSync))
+		}
 	}
 	for i := 1; i <= n; i++ {
 		name, ip := idcName(i), ipOf(i)
@@ -73,8 +103,11 @@ func newCluster(binary, workDir string, n, replicas, portOffset int, ipOf func(i
 		brokerAddr := fmt.Sprintf("%s:%d", ip, drillBrokerPort+portOffset)
 		brokerArgs := []string{"--listen", brokerAddr, "--idc", name, "--name", "broker-" + name,
 			"--data", filepath.Join(dir, "broker"), "--addrsrv", "http://" + addrsrvAddr, "--flush", "sync"}
-		if replicas > 1 {
-			brokerArgs = append(brokerArgs, "--replication", "sync")
+		brokerArgs = append(brokerArgs, groupArgs...)
+		namesrvArgs := []string{"--listen", namesrvAddr, "--idc", name,
+			"--kv-config", filepath.Join(dir, "namesrv", "kvConfig.json")}
+		if l.controller {
+			namesrvArgs = append(namesrvArgs, controllerArgs(ip, name, dir, raftPeers, portOffset)...)
 		}
 		c.idcs = append(c.idcs, &idcProcs{
 			name: name,
@@ -84,11 +117,8 @@ func newCluster(binary, workDir string, n, replicas, portOffset int, ipOf func(i
 				"--listen", addrsrvAddr, "--idc", name,
 				"--namesrv", strings.Join(namesrvs, ","), "--probe-interval", "1s",
 			}),
-			namesrv: newProc(binary, workDir, roleNamesrv, name, namesrvAddr, []string{
-				"--listen", namesrvAddr, "--idc", name,
-				"--kv-config", filepath.Join(dir, "namesrv", "kvConfig.json"),
-			}),
-			broker: newProc(binary, workDir, roleBroker, name, brokerAddr, brokerArgs),
+			namesrv: newProc(binary, workDir, roleNamesrv, name, namesrvAddr, namesrvArgs),
+			broker:  newProc(binary, workDir, roleBroker, name, brokerAddr, brokerArgs),
 		})
 	}
 	// Replica k of IDC g's broker group lives in IDC g+k, on the broker
@@ -98,11 +128,10 @@ func newCluster(binary, workDir string, n, replicas, portOffset int, ipOf func(i
 			host := c.idcs[(g-1+k)%n]
 			group := "broker-" + idcName(g)
 			addr := fmt.Sprintf("%s:%d", host.ip, drillBrokerPort+portOffset+k)
-			p := newProc(binary, workDir, roleBroker, host.name, addr, []string{
+			p := newProc(binary, workDir, roleBroker, host.name, addr, append([]string{
 				"--listen", addr, "--idc", host.name, "--name", group, "--id", fmt.Sprint(k),
 				"--data", filepath.Join(host.dir, "replica-of-"+group), "--addrsrv", host.addrsrvURLFor(portOffset),
-				"--flush", "sync", "--replication", "sync",
-			})
+				"--flush", "sync"}, groupArgs...))
 			p.logPath = filepath.Join(workDir, fmt.Sprintf("%s-replica-of-%s.log", host.name, group))
 			host.replicas = append(host.replicas, p)
 		}
@@ -121,6 +150,9 @@ func (c *cluster) start(ctx context.Context) error {
 		if err := i.namesrv.start(ctx); err != nil {
 			return err
 		}
+		// A voter that restarts, even on an empty disk, rejoins the
+		// cluster it belongs to; only the first start bootstraps it.
+		i.namesrv.args = slices.DeleteFunc(i.namesrv.args, func(a string) bool { return a == "--bootstrap" })
 	}
 	for _, i := range c.idcs {
 		if err := i.addrsrv.start(ctx); err != nil {

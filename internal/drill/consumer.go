@@ -25,7 +25,7 @@ type consumerProc struct {
 	idc     *idcProcs
 	binary  string
 	logPath string
-	ledger  *ledger
+	ledger  *book
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -33,7 +33,7 @@ type consumerProc struct {
 	stopped bool          // SIGSTOPped
 }
 
-func newConsumerProc(binary, workDir string, i *idcProcs, l *ledger) *consumerProc {
+func newConsumerProc(binary, workDir string, i *idcProcs, l *book) *consumerProc {
 	return &consumerProc{idc: i, binary: binary, ledger: l,
 		logPath: filepath.Join(workDir, i.name+"-consumer.log")}
 }
@@ -43,10 +43,12 @@ func (c *consumerProc) String() string { return c.idc.name + "/consumer" }
 // consumedLine is the part of a `zonemq consume --output json` line the
 // ledger needs.
 type consumedLine struct {
-	TS     int64  `json:"ts"`
-	Key    string `json:"key"`
-	Broker string `json:"broker"`
-	IDC    string `json:"idc"`
+	TS          int64  `json:"ts"`
+	Key         string `json:"key"`
+	Broker      string `json:"broker"`
+	IDC         string `json:"idc"`
+	QueueID     int    `json:"queueId"`
+	QueueOffset int64  `json:"queueOffset"`
 }
 
 // start launches the consumer. It is ready when its first message arrives;
@@ -108,7 +110,7 @@ func (c *consumerProc) read(r io.Reader, log io.Writer) {
 			continue
 		}
 		c.ledger.addRecv(l.Key, recvRecord{consumerIDC: c.idc.name, brokerIDC: l.IDC, broker: l.Broker,
-			at: time.UnixMilli(l.TS)})
+			at: time.UnixMilli(l.TS), queue: l.QueueID, offset: l.QueueOffset})
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/zonemq/zonemq/internal/ledger"
 )
 
 // Options configures a drill.
@@ -45,6 +47,17 @@ type Options struct {
 	// counted; with 2 or more every group replicates synchronously into the
 	// next IDCs and the drill adds the idc-lost scenario. Zero means 1.
 	Replicas int
+	// Controller runs a failover-controller voter in every IDC's name
+	// server and makes the brokers report to it; the controller elects a
+	// group's new master. It adds the controller scenarios (master-kill,
+	// master-partition, controller-idc-lost, and two-idcs-lost with 3
+	// IDCs) and needs 3 IDCs or more and Replicas 2 or more. Naming a
+	// controller scenario in Only turns it on.
+	Controller bool
+	// MinInSync is the brokers' --min-insync-replicas in controller mode;
+	// zero means 2 when Replicas is 3 or more (a send needs two copies,
+	// so losing two IDCs refuses writes rather than keep one copy).
+	MinInSync int
 	// Netns runs every IDC in its own network namespace behind a shaped
 	// link (netns.go) and adds the network scenarios; it needs root.
 	Netns bool
@@ -67,6 +80,8 @@ type drill struct {
 	network  *network // nil-safe: loopback when not --netns
 	work     *workload
 	audit    *lockAudit // --netns: queue locks read from every broker (lockaudit.go)
+	ordered  *orderedWork
+	ctl      *controllerView // controller mode only
 	progress *progress
 }
 
@@ -114,17 +129,34 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Replicas < 1 || opts.Replicas > opts.IDCs {
 		return nil, fmt.Errorf("drill: --replicas must be 1..--idcs (%d), got %d", opts.IDCs, opts.Replicas)
 	}
+	for _, name := range opts.Only {
+		opts.Controller = opts.Controller || slices.Contains(controllerScenarios, name)
+	}
+	if opts.Controller {
+		if opts.IDCs < 3 || opts.Replicas < 2 {
+			return nil, fmt.Errorf("drill: the controller scenarios need --idcs 3 or more (one voter per IDC) and --replicas 2 or more, got %d and %d",
+				opts.IDCs, opts.Replicas)
+		}
+		if opts.MinInSync == 0 && opts.Replicas >= 3 {
+			opts.MinInSync = 2
+		}
+	}
 	network, err := newNetwork(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}
 	defer network.close()
-	cl, err := newCluster(opts.Binary, workDir, opts.IDCs, opts.Replicas, opts.PortOffset, network.ipOf)
+	cl, err := newCluster(opts.Binary, workDir, clusterLayout{idcs: opts.IDCs, replicas: opts.Replicas, portOffset: opts.PortOffset,
+		controller: opts.Controller, minInSync: opts.MinInSync}, network.ipOf)
 	if err != nil {
 		return nil, err
 	}
 	network.attach(cl)
 	d := &drill{opts: opts, cluster: cl, network: network, progress: newProgress(opts.Progress, opts.Terminal)}
+	if opts.Controller {
+		d.ctl = newControllerView(cl.controllerAddrs)
+		defer d.ctl.close()
+	}
 	defer d.progress.stop()
 	report, err := d.run(ctx)
 	ok := err == nil && report != nil && report.OK
@@ -142,6 +174,11 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	if err := d.cluster.start(ctx); err != nil {
 		return nil, err
 	}
+	if d.ctl != nil {
+		if _, err := d.ctl.leaderIDC(ctx, 30*time.Second); err != nil {
+			return nil, fmt.Errorf("drill: %w (logs in %s)", err, d.cluster.workDir)
+		}
+	}
 	d.work = newWorkload(d.cluster, d.opts.SendInterval, d.opts.Logger)
 	d.progress.ledger = d.work.ledger
 	closeCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -154,6 +191,12 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	defer d.audit.close(closeCtx)
+	ordered, err := startOrdered(ctx, d.cluster, d.opts.SendInterval, d.opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	d.ordered = ordered
+	defer ordered.close(closeCtx)
 	// Warm up: every consumer has taken its queues and messages flow before
 	// the healthy window is measured.
 	d.progress.setPhase("warming up")
@@ -182,8 +225,9 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 
 	d.progress.setPhase("draining: waiting for every acknowledged message to be consumed")
 	d.work.stopSending()
+	d.ordered.stopSending()
 	deadline := time.Now().Add(d.opts.DrainTimeout)
-	for d.work.ledger.unconsumed() > 0 && time.Now().Before(deadline) {
+	for (d.work.ledger.unconsumed() > 0 || d.ordered.unconsumed() > 0) && time.Now().Before(deadline) {
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
 			return nil, err
 		}
@@ -193,11 +237,25 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 
 	sends, recvs := d.work.ledger.snapshot()
 	d.writeLedger(sends, recvs, start)
+	in, err := d.checkInput(ctx, sends, recvs)
+	if err != nil {
+		return nil, err
+	}
+	check := ledger.Check(in)
 	results, totals := analyze(sends, recvs, s1Start, s1End, phases)
+	for n, p := range phases {
+		if p.controller {
+			results[n+1] = controllerPhaseResult(in, sends, recvs, p)
+		}
+	}
 	d.judgeLocks(results, phases)
 	r := &Report{
 		IDCs: d.opts.IDCs, PhaseMillis: millis(d.opts.PhaseLength), StartedAt: start,
-		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, OK: true,
+		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, Check: &check, OK: true,
+	}
+	if !check.OK() {
+		r.Problems = append(r.Problems, fmt.Sprintf("ledger check: %d lost, %d acknowledged by a fenced master, %d out of order",
+			check.Lost, check.FencedAcks, check.OrderViolations))
 	}
 	if totals.Lost > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d acknowledged messages lost", totals.Lost))
@@ -225,7 +283,7 @@ func (d *drill) waitFlowing(ctx context.Context, limit time.Duration) error {
 				}
 			}
 		}
-		if len(seen) == len(d.cluster.idcs) {
+		if len(seen) == len(d.cluster.idcs) && d.producersLocal() {
 			return nil
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
@@ -235,12 +293,39 @@ func (d *drill) waitFlowing(ctx context.Context, limit time.Duration) error {
 	return fmt.Errorf("drill: messages did not flow in every IDC within %s (logs in %s)", limit, d.cluster.workDir)
 }
 
+// settledSends is how many of each IDC's latest sends must have been
+// acknowledged by its own IDC before the healthy window starts.
+const settledSends = 20
+
+// producersLocal reports whether each IDC's latest settledSends sends
+// were all acknowledged by its own IDC's broker: every master took its
+// lease (controller mode) and no producer still avoids a broker it saw
+// refuse a send during start-up.
+func (d *drill) producersLocal() bool {
+	sends, _ := d.work.ledger.snapshot()
+	local := map[string]int{}
+	done := map[string]bool{}
+	for n := len(sends) - 1; n >= 0 && len(done) < len(d.cluster.idcs); n-- {
+		s := sends[n]
+		if done[s.producerIDC] {
+			continue
+		}
+		if s.err != nil || s.brokerIDC != s.producerIDC {
+			return false
+		}
+		if local[s.producerIDC]++; local[s.producerIDC] >= settledSends {
+			done[s.producerIDC] = true
+		}
+	}
+	return len(done) == len(d.cluster.idcs)
+}
+
 // progress shows which scenario runs, the elapsed time and the message
 // counts, on one refreshing line on a terminal or a line per phase otherwise.
 type progress struct {
 	w        io.Writer
 	terminal bool
-	ledger   *ledger
+	ledger   *book
 	start    time.Time
 
 	mu    sync.Mutex

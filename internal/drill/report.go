@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/zonemq/zonemq/internal/ledger"
 )
 
 // Millis is a duration in milliseconds; -1 means "not observed".
@@ -48,16 +51,34 @@ type ScenarioResult struct {
 	AddrsrvDrop Millis `json:"addrsrvDropMs"`
 	// FailbackProducer / FailbackConsumer: from the repair to the first
 	// message the failed IDC's producer / consumer carried locally again.
-	FailbackProducer Millis   `json:"failbackProducerMs"`
-	FailbackConsumer Millis   `json:"failbackConsumerMs"`
-	SendErrors       int      `json:"sendErrors"`
-	Acked            int      `json:"acked"`
-	Lost             int      `json:"lost"`
-	Stranded         int      `json:"stranded"`
-	Duplicates       int      `json:"duplicates"`
-	CrossIDC         int      `json:"crossIdc"`
-	Recovered        bool     `json:"recovered"`
-	Notes            []string `json:"notes,omitempty"`
+	FailbackProducer Millis `json:"failbackProducerMs"`
+	FailbackConsumer Millis `json:"failbackConsumerMs"`
+	// Controller scenarios only (zero elsewhere). Group is the broker
+	// group whose master failed (empty: every group). NewMaster: from the
+	// failure to the controller's election of a new master (its epoch
+	// history; -1 when none, as two-idcs-lost requires). ProducerRTO is
+	// then the group's: from the failure to the first acknowledgement by
+	// the group of a send started after it; ConsumerRTO to the first
+	// delivery of such a message. Failback: from the repair until the
+	// group's home broker was master again. FencedAcks: acknowledgements
+	// the ledger checker proves a fenced master gave (target 0).
+	// OneCopyAcks (two-idcs-lost): sends acknowledged while two IDCs of
+	// three were lost (target 0).
+	Group       string `json:"group,omitempty"`
+	NewMaster   Millis `json:"newMasterMs,omitempty"`
+	ConsumerRTO Millis `json:"consumerRtoMs,omitempty"`
+	Failback    Millis `json:"failbackMs,omitempty"`
+	FencedAcks  int    `json:"fencedAcks"`
+	OneCopyAcks int    `json:"oneCopyAcks"`
+
+	SendErrors int      `json:"sendErrors"`
+	Acked      int      `json:"acked"`
+	Lost       int      `json:"lost"`
+	Stranded   int      `json:"stranded"`
+	Duplicates int      `json:"duplicates"`
+	CrossIDC   int      `json:"crossIdc"`
+	Recovered  bool     `json:"recovered"`
+	Notes      []string `json:"notes,omitempty"`
 	// Locks, under --netns, is the orderly group's queue ownership as every
 	// broker's lock table showed it from the failure to the phase's end
 	// (lockaudit.go).
@@ -82,8 +103,11 @@ type Report struct {
 	Elapsed     Millis           `json:"elapsedMs"`
 	Scenarios   []ScenarioResult `json:"scenarios"`
 	Totals      Totals           `json:"totals"`
-	OK          bool             `json:"ok"`
-	Problems    []string         `json:"problems,omitempty"`
+	// Check is the ledger checker's verdict over the whole run, the
+	// ordered topic included (internal/ledger).
+	Check    *ledger.Result `json:"check,omitempty"`
+	OK       bool           `json:"ok"`
+	Problems []string       `json:"problems,omitempty"`
 }
 
 // WriteJSON writes the report as one JSON document.
@@ -93,12 +117,42 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
+// writeControllerTable writes the controller scenarios' figures.
+func (r *Report) writeControllerTable(w io.Writer) {
+	var rows []ScenarioResult
+	for _, s := range r.Scenarios {
+		if s.Group != "" || s.NewMaster != 0 {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tgroup\tnew master\tproducer RTO\tconsumer RTO\tfail-back\tsend errors\tacked\tlost\tfenced acks\tone-copy acks\tdup\tpassed\t")
+	for _, s := range rows {
+		group := s.Group
+		if group == "" {
+			group = "all"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n", s.Name, group, s.NewMaster, s.ProducerRTO,
+			s.ConsumerRTO, s.Failback, s.SendErrors, s.Acked, s.Lost, s.FencedAcks, s.OneCopyAcks, s.Duplicates, s.Recovered)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nnew master: from the failure to the controller's election (its epoch history); RTOs: the group's first")
+	fmt.Fprintln(w, "acknowledged write sent after the failure and its first delivery (two-idcs-lost: after the repair)")
+}
+
 // WriteText writes the report as a readable table.
 func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "zonemq drill: %d IDCs, %s per phase, %s in all\n\n", r.IDCs, r.PhaseMillis, r.Elapsed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tfailure\tproducer RTO\ttakeover\tconsumers moved\tns delisted\tfail-back p/c\tsend errors\tacked\tlost\tstranded\tdup\tcross-IDC\trecovered\t")
 	for _, s := range r.Scenarios {
+		if s.Group != "" || s.NewMaster != 0 {
+			continue // the controller table below
+		}
 		fb := "—"
 		if s.Name != "S1" {
 			fb = s.FailbackProducer.String() + "/" + s.FailbackConsumer.String()
@@ -110,6 +164,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw.Flush()
 	fmt.Fprintln(w, "\ntimes from the failure (fail-back: from the repair); acked/lost by the time a send ended, dup by the time")
 	fmt.Fprintln(w, "the repeated delivery happened; docs/disaster-recovery.md explains every column")
+	r.writeControllerTable(w)
+	if c := r.Check; c != nil {
+		fmt.Fprintf(w, "\nledger check: %d acknowledged, %d consumed, %d lost, %d duplicates, %d acknowledged by a fenced master "+
+			"(%d not checkable), %d order keys with %d out-of-order deliveries\n",
+			c.Acked, c.Consumed, c.Lost, c.Duplicates, c.FencedAcks, c.Unchecked, c.OrderedKeys, c.OrderViolations)
+		for _, ex := range append(append(slices.Clone(c.LostExamples), c.FencedExamples...), c.OrderExamples...) {
+			fmt.Fprintf(w, "  %s\n", ex)
+		}
+	}
 	t := r.Totals
 	fmt.Fprintf(w, "\ntotals: %d sent, %d acknowledged, %d send errors, %d consumed, %d lost, %d duplicates\n",
 		t.Sent, t.Acked, t.SendErrors, t.Consumed, t.Lost, t.Duplicates)

@@ -22,6 +22,17 @@ type phase struct {
 
 	failAt, restoreAt, endAt time.Time
 	addrsrvDrop              time.Duration // S3: how long until the address server stopped listing the dead name server
+
+	// Controller scenarios: the group whose master fails ("" for all),
+	// the IDCs lost, when the last of them was gone (two-idcs-lost), when a
+	// hung master was resumed and when the fail-back completed.
+	controller                    bool
+	group                         string
+	lostIDCs                      []string
+	lostAt, resumedAt, failbackAt time.Time
+	// two-idcs-lost: every group's epoch before the loss and in the
+	// surviving voter's state at its end.
+	epochsBefore, epochsDuring map[string]int64
 }
 
 // step is a scenario to play: a failure and its repair.
@@ -30,6 +41,10 @@ type step struct {
 	consumers, network         bool
 	fail, restore              func(ctx context.Context) error
 	watchNamesrv               bool
+	// controller steps (scenario_controller.go) fail and repair with the
+	// phase at hand, to record what they chose and when.
+	controller      bool
+	failP, restoreP func(ctx context.Context, p *phase) error
 }
 
 // steps returns the scenarios of docs/architecture.md §3, each failure of
@@ -89,12 +104,41 @@ func (d *drill) steps() []step {
 	if d.opts.Replicas > 1 {
 		steps = append(steps, d.idcLostStep())
 	}
+	if d.opts.Controller {
+		// The controller elected replicas in other IDCs while idc1's
+		// brokers were down; the repair also gives idc1's group back.
+		for n := range steps {
+			if s := &steps[n]; !s.consumers && s.name != "idc-lost" {
+				s.restore = d.thenFailBack(s.restore)
+			}
+		}
+		steps = append(steps, d.controllerSteps()...)
+	}
 	steps = append(steps, d.netnsSteps()...)
 	return steps
 }
 
+// thenFailBack follows a repair with the fail-back of every group to its
+// home broker (controller mode).
+func (d *drill) thenFailBack(restore func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := restore(ctx); err != nil {
+			return err
+		}
+		for _, i := range d.cluster.idcs {
+			if err := d.ctl.failBack(ctx, "broker-"+i.name, 0, failbackLimit); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // play runs one step: fail, hold for the phase length, repair, hold again.
 func (d *drill) play(ctx context.Context, s step) (*phase, error) {
+	if s.controller {
+		return d.playController(ctx, s)
+	}
 	i := d.cluster.idcs[0]
 	p := &phase{name: s.name, failure: s.failure, description: s.description, failedIDC: i.name, consumers: s.consumers, network: s.network}
 	d.progress.setPhase(fmt.Sprintf("%s %s: %s", s.name, s.failure, s.description))

@@ -52,7 +52,13 @@ func (d *drill) idcLostStep() step {
 					return err
 				}
 			}
-			if err := d.giveGroupBack(ctx, group, i, peer); err != nil {
+			giveBack := func() error { return d.giveGroupBack(ctx, group, i, peer) }
+			if d.opts.Controller {
+				// The controller elected a replica already; the empty
+				// broker catches up and the controller gives it the group.
+				giveBack = func() error { return d.ctl.failBack(ctx, group, 0, failbackLimit) }
+			}
+			if err := giveBack(); err != nil {
 				return fmt.Errorf("giving %s back to %s: %w", group, i.name, err)
 			}
 			return d.work.startConsumer(ctx, i)

@@ -18,7 +18,13 @@ type sendRecord struct {
 	start, end  time.Time
 	brokerIDC   string
 	broker      string
-	err         error
+	// brokerAddr, queue, offset and epoch place the acknowledgement for
+	// the ledger checker.
+	brokerAddr string
+	queue      int
+	offset     int64
+	epoch      int64
+	err        error
 }
 
 // recvRecord is one delivery of a message to a consumer.
@@ -27,10 +33,12 @@ type recvRecord struct {
 	brokerIDC   string
 	broker      string
 	at          time.Time
+	queue       int
+	offset      int64
 }
 
-// ledger records every send and delivery of the drill. Safe for concurrent use.
-type ledger struct {
+// book records every send and delivery of the drill. Safe for concurrent use.
+type book struct {
 	mu    sync.Mutex
 	sends []sendRecord
 	recvs map[string][]recvRecord
@@ -40,9 +48,9 @@ type ledger struct {
 	errs  atomic.Int64
 }
 
-func newLedger() *ledger { return &ledger{recvs: make(map[string][]recvRecord)} }
+func newLedger() *book { return &book{recvs: make(map[string][]recvRecord)} }
 
-func (l *ledger) addSend(r sendRecord) {
+func (l *book) addSend(r sendRecord) {
 	l.mu.Lock()
 	l.sends = append(l.sends, r)
 	l.mu.Unlock()
@@ -53,7 +61,7 @@ func (l *ledger) addSend(r sendRecord) {
 	}
 }
 
-func (l *ledger) addRecv(key string, r recvRecord) {
+func (l *book) addRecv(key string, r recvRecord) {
 	l.mu.Lock()
 	l.recvs[key] = append(l.recvs[key], r)
 	l.mu.Unlock()
@@ -61,7 +69,7 @@ func (l *ledger) addRecv(key string, r recvRecord) {
 }
 
 // snapshot copies the records for analysis.
-func (l *ledger) snapshot() ([]sendRecord, map[string][]recvRecord) {
+func (l *book) snapshot() ([]sendRecord, map[string][]recvRecord) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	sends := append([]sendRecord(nil), l.sends...)
@@ -72,8 +80,21 @@ func (l *ledger) snapshot() ([]sendRecord, map[string][]recvRecord) {
 	return sends, recvs
 }
 
+// ackedSince reports whether broker group acknowledged a send started
+// after t.
+func (l *book) ackedSince(group string, t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for n := len(l.sends) - 1; n >= 0 && l.sends[n].end.After(t); n-- {
+		if s := l.sends[n]; s.err == nil && s.broker == group && s.start.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // unconsumed counts acknowledged keys never delivered.
-func (l *ledger) unconsumed() int {
+func (l *book) unconsumed() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
@@ -95,7 +116,7 @@ const (
 // through the SDK; each consumer is a `zonemq consume` process (see
 // consumerProc), so it can be killed and hung.
 type workload struct {
-	ledger   *ledger
+	ledger   *book
 	interval time.Duration
 	logger   *slog.Logger
 	idcs     []*idcProcs
@@ -187,10 +208,16 @@ func (w *workload) sendLoop(ctx context.Context, p *client.Producer, idcName str
 			Topic: drillTopic, Keys: []string{key}, Body: []byte("drill " + key),
 		})
 		rec.end = time.Now()
-		if err != nil {
+		switch {
+		case err != nil:
 			rec.err = err
-		} else {
-			rec.brokerIDC, rec.broker = res.IDC, res.BrokerName
+		case res.Status != client.SendOK:
+			// Stored but not on the copies the mode promises (e.g.
+			// FLUSH_SLAVE_TIMEOUT): not an acknowledgement.
+			rec.err = fmt.Errorf("send status %s", res.Status)
+		default:
+			rec.brokerIDC, rec.broker, rec.brokerAddr = res.IDC, res.BrokerName, res.BrokerAddr
+			rec.queue, rec.offset, rec.epoch = res.Queue.QueueID, res.QueueOffset, sendEpoch(res)
 		}
 		w.ledger.addSend(rec)
 	}

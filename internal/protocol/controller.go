@@ -249,6 +249,18 @@ type ControllerGroup struct {
 	Epoch      int64              `json:"epoch"`
 	InSync     []int64            `json:"inSync"`
 	Members    []ControllerMember `json:"members"`
+	// History is every master the group had, oldest first (the last 256):
+	// a master's acknowledgements are valid only at its epoch.
+	History []ControllerEpoch `json:"history"`
+}
+
+// ControllerEpoch is one master of a group: broker MasterID at Addr holds
+// Epoch from ElectedAtMillis (Unix ms, the leader's clock; 0 if unknown).
+type ControllerEpoch struct {
+	Epoch           int64  `json:"epoch"`
+	MasterID        int64  `json:"masterId"`
+	Addr            string `json:"addr"`
+	ElectedAtMillis int64  `json:"electedAtMillis"`
 }
 
 // ControllerMember is one broker of a group as last committed, plus the

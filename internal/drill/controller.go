@@ -1,0 +1,173 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/controller"
+	"github.com/zonemq/zonemq/internal/ledger"
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// Controller mode (Options.Controller): every IDC's name server also runs
+// a failover-controller voter (`zonemq namesrv --controller`), one voter
+// per IDC, and every broker reports to them (`--controller`), so the
+// controller, not an operator, elects a group's new master.
+const (
+	drillControllerPort = 29880
+	drillRaftPort       = 29881
+)
+
+// controllerArgs are the name-server flags of IDC n's embedded voter.
+func controllerArgs(ip, name, dir string, peers []string, portOffset int) []string {
+	return []string{"--controller",
+		"--controller-listen", fmt.Sprintf("%s:%d", ip, drillControllerPort+portOffset),
+		"--raft-listen", fmt.Sprintf("%s:%d", ip, drillRaftPort+portOffset),
+		"--controller-id", name, "--raft-peers", strings.Join(peers, ","), "--bootstrap",
+		"--controller-data", filepath.Join(dir, "controller")}
+}
+
+// controllerView reads and drives the controller as an operator's admin
+// tool does.
+type controllerView struct {
+	client *controller.Client
+	addrs  []string // every voter's request address, IDC order
+}
+
+func newControllerView(addrs []string) *controllerView {
+	return &controllerView{client: controller.NewClient(addrs), addrs: addrs}
+}
+
+func (v *controllerView) close() { v.client.Close() }
+
+// status returns the leader's view when a leader answers, else the first
+// voter's that answers (the replicated state, without liveness).
+func (v *controllerView) status(ctx context.Context) (*protocol.ControllerStatus, error) {
+	var any *protocol.ControllerStatus
+	var errs []error
+	for _, a := range v.addrs {
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		st, err := v.client.Status(cctx, a)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if st.IsLeader {
+			return st, nil
+		}
+		if any == nil {
+			any = st
+		}
+	}
+	if any != nil {
+		return any, nil
+	}
+	return nil, errors.Join(errs...)
+}
+
+// group finds a group in a status.
+func statusGroup(st *protocol.ControllerStatus, name string) *protocol.ControllerGroup {
+	for i := range st.Groups {
+		if st.Groups[i].BrokerName == name {
+			return &st.Groups[i]
+		}
+	}
+	return nil
+}
+
+// leaderIDC is the IDC (voter id) of the controller's Raft leader.
+func (v *controllerView) leaderIDC(ctx context.Context, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := v.status(ctx)
+		if err == nil && st.Leader != "" {
+			return st.Leader, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no controller leader within %s (%v)", limit, err)
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+}
+
+// waitEpochAbove waits until group's epoch exceeds epoch, and returns the
+// new master's address.
+func (v *controllerView) waitEpochAbove(ctx context.Context, group string, epoch int64, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := v.status(ctx)
+		if err == nil {
+			if g := statusGroup(st, group); g != nil && g.Epoch > epoch {
+				return g.MasterAddr, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("%s: no new master within %s", group, limit)
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+}
+
+// failBack makes broker id master of group again once it is back in the
+// in-sync set (a planned switch through the controller: nothing
+// acknowledged can be lost), and waits until it is.
+func (v *controllerView) failBack(ctx context.Context, group string, id int64, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var last error
+	for {
+		st, err := v.status(ctx)
+		if err == nil {
+			g := statusGroup(st, group)
+			switch {
+			case g == nil:
+				last = fmt.Errorf("the controller has no group %s", group)
+			case g.MasterID == id:
+				return nil
+			case !slices.Contains(g.InSync, id):
+				last = fmt.Errorf("broker %d of %s not in sync yet (in-sync %v)", id, group, g.InSync)
+			default:
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				_, _, last = v.client.Elect(cctx, &protocol.ControllerElectRequestHeader{
+					Cluster: g.Cluster, BrokerName: group, To: id})
+				cancel()
+			}
+		} else {
+			last = err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("giving %s back to broker %d: %w", group, id, last)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// history is every group's epoch history, for the ledger checker.
+func (v *controllerView) history(ctx context.Context) ([]ledger.Epoch, error) {
+	st, err := v.status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []ledger.Epoch
+	for _, g := range st.Groups {
+		for _, h := range g.History {
+			e := ledger.Epoch{Group: g.BrokerName, Epoch: h.Epoch, MasterID: h.MasterID, Addr: h.Addr}
+			if h.ElectedAtMillis > 0 {
+				e.At = time.UnixMilli(h.ElectedAtMillis)
+			}
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
