@@ -104,9 +104,13 @@ func NewOptions() Options {
 		MasterLeaseTimeout: 1500 * time.Millisecond,
 		CheckInterval:      100 * time.Millisecond,
 		ApplyTimeout:       2 * time.Second,
-		HeartbeatTimeout:   1000 * time.Millisecond,
-		ElectionTimeout:    1000 * time.Millisecond,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
+		// 500 ms: a lost leader's IDC costs a Raft election of 0.5–1 s
+		// before the new leader's lease wait, which keeps a new master
+		// within 3 s (docs/controller.md); the tests run these timings
+		// under -race on two loaded cores without flapping.
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond,
 		SnapshotThreshold:  1024,
 	}
 }
