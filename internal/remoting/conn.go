@@ -55,6 +55,13 @@ type Conn struct {
 
 	out outQueue
 
+	// batch is the InlineBatch whose End is still due (see endBatch); read
+	// goroutine only.
+	batch *InlineBatch
+	// readLocal is the inline handlers' state (ReadLocal); read goroutine
+	// only.
+	readLocal any
+
 	mu      sync.Mutex
 	pending map[int32]*call
 	closed  bool
@@ -159,6 +166,16 @@ func (c *Conn) SetValue(k, v any) {
 	c.mu.Unlock()
 }
 
+// ReadLocal returns what SetReadLocal stored: state of the connection's
+// inline handlers (an InlineBatch's kept requests), which only its read
+// goroutine touches, so it needs no lock. Call it only from inline handlers
+// and InlineBatch.End.
+func (c *Conn) ReadLocal() any { return c.readLocal }
+
+// SetReadLocal stores v for ReadLocal; inline handlers and
+// InlineBatch.End only.
+func (c *Conn) SetReadLocal(v any) { c.readLocal = v }
+
 // Value returns what SetValue stored under k.
 func (c *Conn) Value(k any) any {
 	c.mu.Lock()
@@ -174,6 +191,7 @@ func (c *Conn) readLoop() {
 	var err error
 	for {
 		if !c.frameBuffered() {
+			c.endBatch()
 			// No yield: the read loop has just queued all it had.
 			if err = c.flush(false); err != nil {
 				break
@@ -210,6 +228,7 @@ func (c *Conn) readLoop() {
 		}
 		c.dispatch(c, cmd)
 	}
+	c.endBatch()
 	c.closeWith(err)
 }
 
