@@ -378,7 +378,9 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 }
 
 // InvokeAsync sends req and calls cb exactly once, from another goroutine,
-// with the response or an error (ErrTimeout after timeout).
+// with the response or an error (ErrTimeout after timeout). It returns
+// without waiting for the write: a failed write closes the connection,
+// which fails the call.
 func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, cb func(*Command, error)) {
 	cl := &call{cb: cb}
 	if err := c.register(req, cl); err != nil {
@@ -392,12 +394,16 @@ func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, cb func(*Command
 		}
 	})
 	cl.tm.Store(tm)
-	if err := c.Write(req); err != nil {
+	// Written behind the caller (flushBehind): one goroutine issuing many
+	// asynchronous requests gets them written in batches.
+	if err := c.enqueue(req); err != nil {
 		if c.forget(opaque) {
 			tm.Stop()
 			go cb(nil, err)
 		}
+		return
 	}
+	c.flushBehind()
 }
 
 // InvokeOneway sends req flagged oneway; no response is awaited.
