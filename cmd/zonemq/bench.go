@@ -9,6 +9,8 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,6 +96,7 @@ type benchOptions struct {
 	idle         time.Duration
 	sendTimeout  time.Duration
 	progress     time.Duration
+	cpuProfile   string
 }
 
 func (o benchOptions) sends() bool    { return o.mode == "send" || o.mode == "both" }
@@ -126,6 +129,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.DurationVar(&o.idle, "idle", 3*time.Second, "--mode consume: stop once nothing new arrived for this long")
 	fs.DurationVar(&o.sendTimeout, "send-timeout", client.DefaultSendTimeout, "how long one send call may take, failover included")
 	fs.DurationVar(&o.progress, "progress", time.Second, "text output: print progress on stderr this often (0: never)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client and, with --local, servers) to `file` (go tool pprof)")
 	if err := parseQuiet(fs, args, stderr); err != nil {
 		return o, err
 	}
@@ -194,6 +198,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer cleanup()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r := newBenchRun(o, cfg, stderr)
 	report, err := r.run(ctx)
 	if err != nil {
