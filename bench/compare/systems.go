@@ -73,6 +73,9 @@ func (n natsClient) consume(c config, logPath string) (clientResult, error) {
 // (the public SDK), all from one binary.
 type zonemqSystem struct {
 	label, bin string
+	// rmq: the client processes use the stock rocketmq-client-go
+	// (`compare rmq-client`) instead of `zonemq bench`.
+	rmq bool
 }
 
 func (z zonemqSystem) name() string { return z.label }
@@ -113,7 +116,27 @@ func (z zonemqSystem) start(c config, dir string, syncEach bool) (*server, syste
 		return nil, nil, err
 	}
 	zonemqNamesrv[br] = ns
+	if z.rmq {
+		return br, rmqClient{namesrv: nsAddr}, nil
+	}
 	return br, zonemqClient{bin: z.bin, namesrv: nsAddr}, nil
+}
+
+// rmqClient runs `compare rmq-client` (rocketmq-client-go) against a zonemq
+// name server.
+type rmqClient struct{ namesrv string }
+
+func (r rmqClient) publish(c config, inflight int, logPath string) (clientResult, time.Duration, error) {
+	var res clientResult
+	cpu, err := runClient(logPath, &res, c.self, "rmq-client", "--namesrv", r.namesrv, "--mode", "publish",
+		"--inflight", strconv.Itoa(inflight), "--size", strconv.Itoa(c.size), "--duration", c.duration.String())
+	return res, cpu, err
+}
+
+func (r rmqClient) consume(c config, logPath string) (clientResult, error) {
+	var res clientResult
+	_, err := runClient(logPath, &res, c.self, "rmq-client", "--namesrv", r.namesrv, "--mode", "consume")
+	return res, err
 }
 
 func (zonemqSystem) stop(s *server) {
