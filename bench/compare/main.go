@@ -6,6 +6,7 @@
 //
 //	compare run --zonemq BIN --nats-server BIN [--zonemq-before BIN] [--rmq=false] [--rounds 3] [--duration 5s] [--size 1024] [--inflight 64]
 //	compare nats-client ...   (the JetStream client process; run by "run")
+//	compare run --soak --zonemq BIN [--soak-rate 10000] [--soak-duration 10m] [--inflight 64]
 //	compare rmq-client ...    (zonemq's rocketmq-client-go client process; run by "run --rmq")
 package main
 
@@ -62,10 +63,15 @@ func runCompare(args []string) error {
 	fs.IntVar(&c.size, "size", 1024, "message body bytes")
 	fs.IntVar(&c.inflight, "inflight", 64, "asynchronous publishes in flight")
 	fs.StringVar(&c.work, "work", "", "directory for data and logs (default: a new temporary one)")
+	var soak soakConfig
+	doSoak := fs.Bool("soak", false, "instead of the comparison: one zonemq broker at --soak-rate for --soak-duration (zonemq bench --rate), its RSS sampled")
+	fs.IntVar(&soak.rate, "soak-rate", 10000, "--soak: messages per second")
+	fs.DurationVar(&soak.duration, "soak-duration", 10*time.Minute, "--soak: how long")
+	fs.DurationVar(&soak.every, "soak-sample", 30*time.Second, "--soak: how often to sample the broker's RSS")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if c.zonemq == "" || c.natsServer == "" {
+	if c.zonemq == "" || (c.natsServer == "" && !*doSoak) {
 		return fmt.Errorf("--zonemq and --nats-server are required")
 	}
 	self, err := os.Executable()
@@ -78,6 +84,13 @@ func runCompare(args []string) error {
 		if c.work, err = os.MkdirTemp("", "zonemq-compare-"); err != nil {
 			return err
 		}
+	}
+	if *doSoak {
+		err := runSoak(c, soak, os.Stdout)
+		if err == nil && !keepWork {
+			os.RemoveAll(c.work)
+		}
+		return err
 	}
 	res := newResults()
 	for round := 1; round <= c.rounds; round++ {

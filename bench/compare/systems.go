@@ -84,6 +84,9 @@ func (z zonemqSystem) name() string { return z.label }
 // server, stopped with it.
 var zonemqNamesrv = map[*server]*server{}
 
+// zonemqNamesrvAddr is each started broker's name server address.
+var zonemqNamesrvAddr = map[*server]string{}
+
 func (z zonemqSystem) start(c config, dir string, syncEach bool) (*server, systemClient, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
@@ -116,6 +119,7 @@ func (z zonemqSystem) start(c config, dir string, syncEach bool) (*server, syste
 		return nil, nil, err
 	}
 	zonemqNamesrv[br] = ns
+	zonemqNamesrvAddr[br] = nsAddr
 	if z.rmq {
 		return br, rmqClient{namesrv: nsAddr}, nil
 	}
@@ -143,6 +147,7 @@ func (zonemqSystem) stop(s *server) {
 	s.stop()
 	zonemqNamesrv[s].stop()
 	delete(zonemqNamesrv, s)
+	delete(zonemqNamesrvAddr, s)
 }
 
 type zonemqClient struct{ bin, namesrv string }
@@ -151,10 +156,14 @@ type zonemqClient struct{ bin, namesrv string }
 type benchJSON struct {
 	Send *struct {
 		Messages   int64   `json:"messages"`
+		Errors     int64   `json:"errors"`
 		Seconds    float64 `json:"seconds"`
 		MsgsPerSec float64 `json:"msgsPerSec"`
 		Latency    struct {
-			P99 float64 `json:"p99"`
+			P50  float64 `json:"p50"`
+			P99  float64 `json:"p99"`
+			P999 float64 `json:"p999"` // zonemq bench from this change on
+			Max  float64 `json:"max"`
 		} `json:"latencyMs"`
 	} `json:"send"`
 	Consume *struct {
