@@ -73,9 +73,7 @@ func (s *Server) storeKeptSends(c *remoting.Conn) {
 			resp = s.putErrorResponse(req, m.Topic, err)
 		} else {
 			uniq, _ := protocol.Property(m.Properties, protocol.PropertyUniqClientMessageID)
-			var rh *protocol.SendMessageResponseHeader
-			resp, rh = s.sendAnswer(req, k.res[i], k.res[i].MsgID, m.QueueID, uniq)
-			resp.Header = rh
+			resp = s.sendResponse(req, k.res[i], k.res[i].MsgID, m.QueueID, uniq)
 		}
 		s.metrics.sendDone(c, req, resp, now.Sub(k.start[i]))
 		if err := c.QueueResponse(req, resp); err != nil {

@@ -284,30 +284,28 @@ func (s *Server) putErrorResponse(req *remoting.Command, topic string, err error
 	return errorf(req, protocol.SystemError, "storing the message on broker %s failed", s.opts.BrokerName)
 }
 
-// sendResponse builds the answer to a stored send.
+// sendResponse builds the answer to a stored send. Its header writes itself
+// into the frame (remoting.Command.Header: no map), except a batch's: the
+// metrics count a batch's messages from its msgId list (metrics.go).
 func (s *Server) sendResponse(req *remoting.Command, res store.PutResult, msgID string, queueID int32, uniqKey string) *remoting.Command {
-	resp, rh := s.sendAnswer(req, res, msgID, queueID, uniqKey)
-	resp.ExtFields = rh.Ext()
-	return resp
-}
-
-// sendAnswer is sendResponse without the ext fields: the response and its
-// header, which the inline send batch has write itself into the frame
-// (remoting.Command.Header: no map).
-func (s *Server) sendAnswer(req *remoting.Command, res store.PutResult, msgID string, queueID int32, uniqKey string) (*remoting.Command, *protocol.SendMessageResponseHeader) {
 	code := protocol.Success
 	if res.Status == store.PutFlushDiskTimeout {
 		code = protocol.FlushDiskTimeout
 	}
 	resp := remoting.NewResponse(req, int32(code), "")
-	rh := &protocol.SendMessageResponseHeader{
+	rh := protocol.SendMessageResponseHeader{
 		MsgID: msgID, QueueID: queueID, QueueOffset: res.QueueOffset, TransactionID: uniqKey,
 		MsgRegion: DefaultRegion, TraceOn: true,
 	}
 	if s.repl != nil {
 		rh.BrokerEpoch = s.repl.epoch()
 	}
-	return resp, rh
+	if protocol.RequestCode(req.Code) == protocol.SendBatchMessage {
+		resp.ExtFields = rh.Ext()
+	} else {
+		resp.Header = &rh
+	}
+	return resp
 }
 
 // delayLevel returns the message's DELAY property (0 when absent or not a
