@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/idc"
@@ -39,8 +40,13 @@ func (s *sender) sendAsync(ctx context.Context, out *outgoing, done func(*SendRe
 		timeout = min(timeout, time.Until(dl))
 	}
 	addr := q.broker.master()
+	lat := s.latencyOf(addr)
+	start := time.Now()
+	w := s.watchSilence(ctx, out.topic, q, lat, timeout) // nil: no watch
 	cn.InvokeAsync(sendRequest(out, q, true), timeout, func(resp *remoting.Command, err error) {
+		w.answered()
 		if err == nil {
+			lat.observe(max(time.Since(start), time.Microsecond))
 			var res *SendResult
 			if res, err = sendResultOf(out, q, addr, resp); err == nil {
 				s.recovered(q.broker.name)
@@ -110,4 +116,55 @@ func (s *sender) fastQueue(topic string) (writeQueue, *remoting.Conn, bool) {
 	}
 	cn, ok := s.c.rc.ConnIfOpen(q.broker.master())
 	return q, cn, ok
+}
+
+// silenceWatch is invokeWatched's check (suspect.go) for an asynchronous
+// first attempt: if the broker has not answered after its suspicion delay,
+// it is checked against another broker, and if it is silent its connection
+// is closed, which fails the attempt at once (and the others in flight on
+// it) so that they move on to another broker as a SendSync would.
+type silenceWatch struct {
+	timer  *time.Timer
+	done   atomic.Bool
+	cancel atomic.Pointer[context.CancelFunc] // the running check, if any
+}
+
+// watchSilence arms the watch, or returns nil when suspicion is off, the
+// broker's usual answer time is not known yet, or it would come after the
+// attempt's own timeout (as invokeWatched decides).
+func (s *sender) watchSilence(ctx context.Context, topic string, q writeQueue, lat *brokerLatency, timeout time.Duration) *silenceWatch {
+	if s.suspectAfter <= 0 || lat.load() == 0 {
+		return nil
+	}
+	after := max(s.suspectAfter, 2*lat.load())
+	if after >= timeout {
+		return nil
+	}
+	w := &silenceWatch{}
+	addr := q.broker.master()
+	w.timer = time.AfterFunc(after, func() {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		w.cancel.Store(&cancel)
+		if w.done.Load() {
+			return
+		}
+		if s.confirmSilent(cctx, topic, q.broker.name, addr, 3*lat.fastest()) && !w.done.Load() {
+			s.c.logger.Warn("broker silent; closing its connection so the sends in flight move on", "broker", q.broker.name, "addr", addr)
+			s.c.rc.CloseConn(addr)
+		}
+	})
+	return w
+}
+
+// answered ends the watch: the attempt has its answer (or error).
+func (w *silenceWatch) answered() {
+	if w == nil {
+		return
+	}
+	w.done.Store(true)
+	w.timer.Stop()
+	if c := w.cancel.Load(); c != nil {
+		(*c)()
+	}
 }
