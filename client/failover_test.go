@@ -2,7 +2,9 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,4 +142,61 @@ func TestClientAddrsrvDownKeepsList(t *testing.T) {
 	_, res := sendN(t, p, "KeepB", "keepB", 1)
 	testutil.Equal(t, res[0].IDC, "idc1", "broker IDC")
 	testutil.Equal(t, p.NameServer(), c.NamesrvAddr(2), "name server in use")
+}
+
+// TestClientBrokerHangFailoverAsync: asynchronous sends written straight
+// to a connected broker (sendAsync's first attempt) that then hangs time
+// out and are stored by the other IDC's broker; every callback reports
+// success exactly once.
+func TestClientBrokerHangFailoverAsync(t *testing.T) {
+	c := startCluster(t, 2)
+	const topic = "HangAsyncTopic"
+	createTopic(t, c, topic, 4)
+	proxy, err := testutil.NewProxy(c.Host(1)+":0", c.BrokerAddr(1))
+	testutil.NoError(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	dc := newDialCounter(c.Host(1))
+	dc.redirect(c.BrokerAddr(1), proxy.Addr())
+	cc := clientConfig(c, 1)
+	cc.Dial = dc.dial
+	p := newProducer(t, cc)
+	_, res := sendN(t, p, topic, "pre", 1) // the route is cached, the connection open
+	testutil.Equal(t, res[0].IDC, "idc1", "broker IDC before the hang")
+
+	proxy.Blackhole(true)
+	const n = 20
+	var mu sync.Mutex
+	calls := map[int]int{}
+	var errs error
+	done := make(chan struct{}, n)
+	for i := range n {
+		err := p.SendAsync(context.Background(), func(r *client.SendResult, err error) {
+			mu.Lock()
+			calls[i]++
+			if err == nil && r.IDC != "idc2" {
+				err = fmt.Errorf("send %d stored in %s during the hang", i, r.IDC)
+			}
+			errs = errors.Join(errs, err)
+			mu.Unlock()
+			done <- struct{}{}
+		}, &client.Message{Topic: topic, Body: []byte(fmt.Sprint(i))})
+		testutil.NoError(t, err)
+	}
+	for range n {
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("not every async send was answered")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	testutil.NoError(t, errs, "async sends during the hang")
+	for i := range n {
+		testutil.Equal(t, calls[i], 1, "callbacks of send", i)
+	}
+	st := p.Stats()
+	testutil.True(t, st.SentByIDC["idc2"] >= 1 && st.Retries >= 1, "retried on idc2")
+	testutil.Equal(t, st.Failures, int64(0), "no failed sends")
+	proxy.Restore()
 }

@@ -163,8 +163,11 @@ func (p *Producer) SendSync(ctx context.Context, msgs ...*Message) (*SendResult,
 	return p.s.send(ctx, out, p.s.pickRoundRobin)
 }
 
-// SendAsync sends msgs like SendSync on another goroutine and calls cb
-// once with the outcome. Cancelling ctx abandons the send. It returns an
+// SendAsync sends msgs like SendSync and calls cb once with the outcome,
+// on another goroutine. Cancelling ctx abandons the send's retries; an
+// attempt already written still ends within SendAttemptTimeout. Usually no
+// goroutine waits through the round trip (see sender.sendAsync), so many
+// sends in flight cost little. It returns an
 // error (and does not call cb) only when the messages are invalid or the
 // producer is not running. Shutdown waits for pending callbacks.
 func (p *Producer) SendAsync(ctx context.Context, cb func(*SendResult, error), msgs ...*Message) error {
@@ -182,11 +185,10 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(*SendResult, error), m
 	}
 	p.async.Add(1)
 	p.mu.Unlock()
-	go func() {
+	p.s.sendAsync(ctx, out, func(res *SendResult, err error) { // sendasync.go
 		defer p.async.Done()
-		res, err := p.s.send(ctx, out, p.s.pickRoundRobin)
 		cb(res, err)
-	}()
+	})
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonemq/zonemq/internal/idc"
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 )
 
 // SendStatus is how a broker stored a message (RocketMQ's SendStatus).
@@ -84,7 +85,8 @@ type sender struct {
 	compressThreshold int
 	maxSize           int
 
-	rr atomic.Uint64 // round-robin position
+	rr  atomic.Uint64 // round-robin position
+	own sync.Map      // topic → *ownQueues (sendasync.go)
 
 	mu       sync.Mutex
 	isolated map[string]isolation // by broker name
@@ -231,18 +233,25 @@ const maxRecordedAttempts = 16
 // every broker of the plan failed, the route is re-read and another round
 // starts after a short pause.
 func (s *sender) deliver(ctx context.Context, out *outgoing, pick picker) (*SendResult, error) {
+	return s.deliverFrom(ctx, out, pick, &SendError{Topic: out.topic}, map[string]bool{})
+}
+
+// recordAttempt adds a failed attempt to fail.
+func recordAttempt(fail *SendError, q writeQueue, err error) {
+	if len(fail.Attempts) < maxRecordedAttempts {
+		fail.Attempts = append(fail.Attempts, AttemptError{Broker: q.broker.name, Addr: q.broker.master(), IDC: q.broker.idc, Err: err})
+	}
+}
+
+// deliverFrom is deliver after the attempts already in fail and tried (an
+// asynchronous send's first attempt, sendasync.go).
+func (s *sender) deliverFrom(ctx context.Context, out *outgoing, pick picker, fail *SendError, tried map[string]bool) (*SendResult, error) {
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.sendTimeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.sendTimeout)
 		defer cancel()
 	}
-	fail := &SendError{Topic: out.topic}
-	record := func(q writeQueue, err error) {
-		if len(fail.Attempts) < maxRecordedAttempts {
-			fail.Attempts = append(fail.Attempts, AttemptError{Broker: q.broker.name, Addr: q.broker.master(), IDC: q.broker.idc, Err: err})
-		}
-	}
-	tried := map[string]bool{}
+	record := func(q writeQueue, err error) { recordAttempt(fail, q, err) }
 	pause := 20 * time.Millisecond
 	var next *writeQueue // the same queue at its group's new master
 	redirected := map[string]bool{}
@@ -412,19 +421,35 @@ func (s *sender) pickRoundRobin(p *sendPlan, tried map[string]bool) (writeQueue,
 	return writeQueue{}, errNoQueue
 }
 
-// attempt sends out to q once.
-func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*SendResult, error) {
+// sendRequest is the request that sends out to q. With typed, its header
+// writes itself into the frame (remoting.Command.Header: no map); only a
+// request to be signed for the ACL needs the map.
+func sendRequest(out *outgoing, q writeQueue, typed bool) *remoting.Command {
 	h := out.header
 	h.QueueID = int32(q.queueID)
 	h.BrokerName = q.broker.name
 	h.BornTimestamp = time.Now().UnixMilli()
+	if typed {
+		req := request(out.code, nil, out.body)
+		if out.code == protocol.SendMessage {
+			req.Header = &h
+		} else {
+			req.Header = &protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: h}
+		}
+		return req
+	}
 	var ext map[string]string
 	if out.code == protocol.SendMessage {
 		ext = h.Ext()
 	} else {
 		ext = (&protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: h}).Ext()
 	}
-	req := request(out.code, ext, out.body)
+	return request(out.code, ext, out.body)
+}
+
+// attempt sends out to q once.
+func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*SendResult, error) {
+	req := sendRequest(out, q, s.c.cfg.AccessKey == "")
 	addr := q.broker.master()
 	timeout := s.attemptTimeout
 	if out.oneway {
@@ -440,6 +465,11 @@ func (s *sender) attempt(ctx context.Context, out *outgoing, q writeQueue) (*Sen
 	if err != nil {
 		return nil, err
 	}
+	return sendResultOf(out, q, addr, resp)
+}
+
+// sendResultOf reads a broker's answer to out sent to q at addr.
+func sendResultOf(out *outgoing, q writeQueue, addr string, resp *remoting.Command) (*SendResult, error) {
 	code := protocol.ResponseCode(resp.Code)
 	if !code.SendSucceeded() {
 		return nil, responseError(out.code, addr, resp)

@@ -4,8 +4,10 @@
 // ranges, with the CPU time of servers and clients from the kernel's
 // accounting. It prints the table of issue 11. See bench/README.md.
 //
-//	compare run --zonemq BIN --nats-server BIN [--zonemq-before BIN] [--rounds 3] [--duration 5s] [--size 1024] [--inflight 64]
+//	compare run --zonemq BIN --nats-server BIN [--zonemq-before BIN] [--rmq=false] [--rounds 3] [--duration 5s] [--size 1024] [--inflight 64]
 //	compare nats-client ...   (the JetStream client process; run by "run")
+//	compare run --soak --zonemq BIN [--soak-rate 10000] [--soak-duration 10m] [--inflight 64]
+//	compare rmq-client ...    (zonemq's rocketmq-client-go client process; run by "run --rmq")
 package main
 
 import (
@@ -18,7 +20,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: compare run|nats-client [flags]")
+		fmt.Fprintln(os.Stderr, "usage: compare run|nats-client|rmq-client [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -27,6 +29,8 @@ func main() {
 		err = runCompare(os.Args[2:])
 	case "nats-client":
 		err = runNatsClient(os.Args[2:], os.Stdout)
+	case "rmq-client":
+		err = runRmqClient(os.Args[2:], os.Stdout)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -40,6 +44,7 @@ func main() {
 type config struct {
 	zonemq, zonemqBefore string
 	natsServer, self     string
+	rmq                  bool
 	rounds               int
 	duration             time.Duration
 	size, inflight       int
@@ -52,15 +57,21 @@ func runCompare(args []string) error {
 	fs.StringVar(&c.zonemq, "zonemq", "", "the zonemq binary")
 	fs.StringVar(&c.zonemqBefore, "zonemq-before", "", "optional: an older zonemq binary (with `bench --inflight`), run as a third system")
 	fs.StringVar(&c.natsServer, "nats-server", "", "the nats-server binary")
+	fs.BoolVar(&c.rmq, "rmq", true, "also run zonemq with the stock rocketmq-client-go as its client (a system of its own)")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every case for both systems")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "publishing time per case")
 	fs.IntVar(&c.size, "size", 1024, "message body bytes")
 	fs.IntVar(&c.inflight, "inflight", 64, "asynchronous publishes in flight")
 	fs.StringVar(&c.work, "work", "", "directory for data and logs (default: a new temporary one)")
+	var soak soakConfig
+	doSoak := fs.Bool("soak", false, "instead of the comparison: one zonemq broker at --soak-rate for --soak-duration (zonemq bench --rate), its RSS sampled")
+	fs.IntVar(&soak.rate, "soak-rate", 10000, "--soak: messages per second")
+	fs.DurationVar(&soak.duration, "soak-duration", 10*time.Minute, "--soak: how long")
+	fs.DurationVar(&soak.every, "soak-sample", 30*time.Second, "--soak: how often to sample the broker's RSS")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if c.zonemq == "" || c.natsServer == "" {
+	if c.zonemq == "" || (c.natsServer == "" && !*doSoak) {
 		return fmt.Errorf("--zonemq and --nats-server are required")
 	}
 	self, err := os.Executable()
@@ -74,6 +85,13 @@ func runCompare(args []string) error {
 			return err
 		}
 	}
+	if *doSoak {
+		err := runSoak(c, soak, os.Stdout)
+		if err == nil && !keepWork {
+			os.RemoveAll(c.work)
+		}
+		return err
+	}
 	res := newResults()
 	for round := 1; round <= c.rounds; round++ {
 		systems := []system{natsSystem{}}
@@ -81,6 +99,9 @@ func runCompare(args []string) error {
 			systems = append(systems, zonemqSystem{label: "zonemq-before", bin: c.zonemqBefore})
 		}
 		systems = append(systems, zonemqSystem{label: "zonemq", bin: c.zonemq})
+		if c.rmq {
+			systems = append(systems, zonemqSystem{label: "zonemq-rmq", bin: c.zonemq, rmq: true})
+		}
 		for _, sys := range systems {
 			dir := filepath.Join(c.work, fmt.Sprintf("r%d-%s", round, sys.name()))
 			if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -44,20 +44,37 @@ func cell(vs []float64, unit string, scale float64, prec int) string {
 	return fmt.Sprintf("%s%s (%s–%s)", f(median(vs)), unit, f(slices.Min(vs)), f(slices.Max(vs)))
 }
 
-// print writes the table: medians with ranges, and zonemq's ratio to
-// JetStream (above 1 is better for zonemq in every row but the CPU and
-// latency rows, where below 1 is).
+// print writes the table: medians with ranges, and each zonemq column's
+// ratio to JetStream (above 1 is better for zonemq in every row but the CPU
+// and latency rows, where below 1 is).
 func (r *results) print(w io.Writer, c config) {
-	js, zm, before := r.values["jetstream"], r.values["zonemq"], r.values["zonemq-before"]
+	js, zm, before, rmq := r.values["jetstream"], r.values["zonemq"], r.values["zonemq-before"], r.values["zonemq-rmq"]
 	fmt.Fprintf(w, "%d rounds, interleaved; %d-byte bodies; %s of publishing per case; GOMAXPROCS %d; median (min–max)\n\n",
 		c.rounds, c.size, c.duration, runtime.GOMAXPROCS(0))
-	if before != nil {
-		fmt.Fprintln(w, "| case | JetStream | zonemq before | zonemq, our SDK (`zonemq bench`) | before ÷ JetStream | zonemq ÷ JetStream |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|")
-	} else {
-		fmt.Fprintln(w, "| case | JetStream | zonemq, our SDK (`zonemq bench`) | zonemq ÷ JetStream |")
-		fmt.Fprintln(w, "|---|---|---|---|")
+	type column struct {
+		title string
+		vals  map[string][]float64
+		ratio string // title of its ratio column; "" for JetStream
 	}
+	cols := []column{{"JetStream", js, ""}}
+	if before != nil {
+		cols = append(cols, column{"zonemq before", before, "before ÷ JetStream"})
+	}
+	cols = append(cols, column{"zonemq, our SDK (`zonemq bench`)", zm, "zonemq ÷ JetStream"})
+	if rmq != nil {
+		cols = append(cols, column{"zonemq, rocketmq-client-go", rmq, "rocketmq-client-go ÷ JetStream"})
+	}
+	head, rule := "| case |", "|---|"
+	for _, col := range cols {
+		head += " " + col.title + " |"
+		rule += "---|"
+	}
+	for _, col := range cols[1:] {
+		head += " " + col.ratio + " |"
+		rule += "---|"
+	}
+	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, rule)
 	rows := []struct {
 		label, key, unit string
 		scale            float64
@@ -78,14 +95,14 @@ func (r *results) print(w io.Writer, c config) {
 		return "—"
 	}
 	for _, row := range rows {
-		if before != nil {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", row.label,
-				cell(js[row.key], row.unit, row.scale, row.prec), cell(before[row.key], row.unit, row.scale, row.prec),
-				cell(zm[row.key], row.unit, row.scale, row.prec), ratio(js[row.key], before[row.key]), ratio(js[row.key], zm[row.key]))
-			continue
+		line := "| " + row.label + " |"
+		for _, col := range cols {
+			line += " " + cell(col.vals[row.key], row.unit, row.scale, row.prec) + " |"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", row.label,
-			cell(js[row.key], row.unit, row.scale, row.prec), cell(zm[row.key], row.unit, row.scale, row.prec), ratio(js[row.key], zm[row.key]))
+		for _, col := range cols[1:] {
+			line += " " + ratio(js[row.key], col.vals[row.key]) + " |"
+		}
+		fmt.Fprintln(w, line)
 	}
 	if before != nil {
 		fmt.Fprintf(w, "\nzonemq before, CPU per published message (µs): broker %.1f, client %.1f\n",
@@ -93,4 +110,13 @@ func (r *results) print(w io.Writer, c config) {
 	}
 	fmt.Fprintf(w, "\nCPU per published message at %d in flight (µs, from /proc): broker %.1f vs nats-server %.1f; client %.1f vs nats.go %.1f\n",
 		c.inflight, median(zm["serverCPU"]), median(js["serverCPU"]), median(zm["clientCPU"]), median(js["clientCPU"]))
+	if rmq != nil {
+		b, cl := median(rmq["serverCPU"]), median(rmq["clientCPU"])
+		share := 0.0
+		if b+cl > 0 {
+			share = 100 * b / (b + cl)
+		}
+		fmt.Fprintf(w, "With rocketmq-client-go at %d in flight: broker %.1f µs and client %.1f µs of CPU per message; the broker's share %.0f %%\n",
+			c.inflight, b, cl, share)
+	}
 }

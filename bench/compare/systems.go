@@ -73,6 +73,9 @@ func (n natsClient) consume(c config, logPath string) (clientResult, error) {
 // (the public SDK), all from one binary.
 type zonemqSystem struct {
 	label, bin string
+	// rmq: the client processes use the stock rocketmq-client-go
+	// (`compare rmq-client`) instead of `zonemq bench`.
+	rmq bool
 }
 
 func (z zonemqSystem) name() string { return z.label }
@@ -80,6 +83,9 @@ func (z zonemqSystem) name() string { return z.label }
 // zonemqNamesrv maps each started broker (the process measured) to its name
 // server, stopped with it.
 var zonemqNamesrv = map[*server]*server{}
+
+// zonemqNamesrvAddr is each started broker's name server address.
+var zonemqNamesrvAddr = map[*server]string{}
 
 func (z zonemqSystem) start(c config, dir string, syncEach bool) (*server, systemClient, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -113,13 +119,35 @@ func (z zonemqSystem) start(c config, dir string, syncEach bool) (*server, syste
 		return nil, nil, err
 	}
 	zonemqNamesrv[br] = ns
+	zonemqNamesrvAddr[br] = nsAddr
+	if z.rmq {
+		return br, rmqClient{namesrv: nsAddr}, nil
+	}
 	return br, zonemqClient{bin: z.bin, namesrv: nsAddr}, nil
+}
+
+// rmqClient runs `compare rmq-client` (rocketmq-client-go) against a zonemq
+// name server.
+type rmqClient struct{ namesrv string }
+
+func (r rmqClient) publish(c config, inflight int, logPath string) (clientResult, time.Duration, error) {
+	var res clientResult
+	cpu, err := runClient(logPath, &res, c.self, "rmq-client", "--namesrv", r.namesrv, "--mode", "publish",
+		"--inflight", strconv.Itoa(inflight), "--size", strconv.Itoa(c.size), "--duration", c.duration.String())
+	return res, cpu, err
+}
+
+func (r rmqClient) consume(c config, logPath string) (clientResult, error) {
+	var res clientResult
+	_, err := runClient(logPath, &res, c.self, "rmq-client", "--namesrv", r.namesrv, "--mode", "consume")
+	return res, err
 }
 
 func (zonemqSystem) stop(s *server) {
 	s.stop()
 	zonemqNamesrv[s].stop()
 	delete(zonemqNamesrv, s)
+	delete(zonemqNamesrvAddr, s)
 }
 
 type zonemqClient struct{ bin, namesrv string }
@@ -128,10 +156,14 @@ type zonemqClient struct{ bin, namesrv string }
 type benchJSON struct {
 	Send *struct {
 		Messages   int64   `json:"messages"`
+		Errors     int64   `json:"errors"`
 		Seconds    float64 `json:"seconds"`
 		MsgsPerSec float64 `json:"msgsPerSec"`
 		Latency    struct {
-			P99 float64 `json:"p99"`
+			P50  float64 `json:"p50"`
+			P99  float64 `json:"p99"`
+			P999 float64 `json:"p999"` // zonemq bench from this change on
+			Max  float64 `json:"max"`
 		} `json:"latencyMs"`
 	} `json:"send"`
 	Consume *struct {

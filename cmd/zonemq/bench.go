@@ -9,6 +9,8 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +32,7 @@ func init() {
 }
 
 const benchSynopsis = "(--addrsrv URL | --namesrv 'ADDR;ADDR' | --local [--flush async|sync]) [--idc NAME] [--topic T] [--size 1024]\n" +
-	"                    [--count N | --duration D] [--producers 4 | --inflight N] [--consumers 1] [--batch 1] [--mode send|consume|both]\n" +
+	"                    [--count N | --duration D] [--producers 4 | --inflight N] [--rate N] [--consumers 1] [--batch 1] [--mode send|consume|both]\n" +
 	"                    [--output text|json]"
 
 const benchAbout = `Sends and/or consumes messages as fast as the cluster takes them, with the
@@ -94,6 +96,8 @@ type benchOptions struct {
 	idle         time.Duration
 	sendTimeout  time.Duration
 	progress     time.Duration
+	cpuProfile   string
+	rate         int
 }
 
 func (o benchOptions) sends() bool    { return o.mode == "send" || o.mode == "both" }
@@ -126,6 +130,8 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.DurationVar(&o.idle, "idle", 3*time.Second, "--mode consume: stop once nothing new arrived for this long")
 	fs.DurationVar(&o.sendTimeout, "send-timeout", client.DefaultSendTimeout, "how long one send call may take, failover included")
 	fs.DurationVar(&o.progress, "progress", time.Second, "text output: print progress on stderr this often (0: never)")
+	fs.IntVar(&o.rate, "rate", 0, "send at most this many `messages per second` in all (0: as fast as the sends go); with --inflight, a soak at a steady load")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client and, with --local, servers) to `file` (go tool pprof)")
 	if err := parseQuiet(fs, args, stderr); err != nil {
 		return o, err
 	}
@@ -164,6 +170,8 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchOptions, error) {
 		return o, usagef("--producers must be at least 1 with --mode %s", o.mode)
 	case o.inflight < 0:
 		return o, usagef("--inflight must not be negative")
+	case o.rate < 0:
+		return o, usagef("--rate must not be negative")
 	case o.inflight > 0 && explicit["producers"]:
 		return o, usagef("--inflight and --producers exclude each other: one asynchronous sender keeps --inflight calls in flight")
 	case o.consumes() && o.consumers < 1:
@@ -194,6 +202,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer cleanup()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r := newBenchRun(o, cfg, stderr)
 	report, err := r.run(ctx)
 	if err != nil {
@@ -477,6 +496,9 @@ func (r *benchRun) sendLoop(ctx context.Context, p *client.Producer, h *latencyH
 		if first > last {
 			return
 		}
+		if !r.pace(ctx, first) {
+			return
+		}
 		msgs := make([]*client.Message, 0, last-first+1)
 		for s := first; s <= last; s++ {
 			msgs = append(msgs, &client.Message{Topic: r.o.topic, Keys: []string{prefix + strconv.FormatInt(s, 10)}, Body: r.body})
@@ -496,6 +518,27 @@ func (r *benchRun) sendLoop(ctx context.Context, p *client.Producer, h *latencyH
 		h.record(took)
 		r.acked.Add(int64(len(msgs)))
 		r.ackedSeqs.addRange(first, last)
+	}
+}
+
+// pace holds the message numbered seq (from 1) until its time under --rate:
+// sendStart + (seq-1)/rate. It reports false if ctx ended first.
+func (r *benchRun) pace(ctx context.Context, seq int64) bool {
+	if r.o.rate <= 0 {
+		return true
+	}
+	due := r.sendStart.Add(time.Duration(float64(seq-1) / float64(r.o.rate) * float64(time.Second)))
+	wait := time.Until(due)
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -521,7 +564,7 @@ func (r *benchRun) sendAsyncLoop(ctx context.Context, p *client.Producer, deadli
 		if count > 0 && last > count {
 			last = count
 		}
-		if first > last {
+		if first > last || !r.pace(ctx, first) {
 			<-window
 			return
 		}
@@ -818,15 +861,17 @@ func (h *latencyHistogram) percentile(q float64) time.Duration {
 
 // latencyReport is a histogram's summary, in milliseconds.
 type latencyReport struct {
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
 }
 
 func (h *latencyHistogram) report() latencyReport {
 	ms := func(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
-	return latencyReport{P50: ms(h.percentile(0.50)), P90: ms(h.percentile(0.90)), P99: ms(h.percentile(0.99)), Max: ms(h.max)}
+	return latencyReport{P50: ms(h.percentile(0.50)), P90: ms(h.percentile(0.90)), P99: ms(h.percentile(0.99)),
+		P999: ms(h.percentile(0.999)), Max: ms(h.max)}
 }
 
 // benchReport is the result of a run; --output json prints it as is.
@@ -957,8 +1002,8 @@ func (rep *benchReport) text() string {
 		}
 		fmt.Fprintf(&b, "sent      %d messages in %.2fs by %s: %.0f msg/s, %.2f MB/s; %d errors\n",
 			s.Messages, s.Seconds, by, s.MsgsPerSec, s.MBPerSec, s.Errors)
-		fmt.Fprintf(&b, "send latency (per call)  p50 %.3fms  p90 %.3fms  p99 %.3fms  max %.3fms\n",
-			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.Max)
+		fmt.Fprintf(&b, "send latency (per call)  p50 %.3fms  p90 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms\n",
+			s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.P999, s.Latency.Max)
 		if s.LastError != "" {
 			fmt.Fprintf(&b, "last send error: %s\n", s.LastError)
 		}

@@ -70,6 +70,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "--local", "--size", "0"},
 		{"bench", "--local", "--producers", "0"},
 		{"bench", "--local", "--inflight", "-1"},
+		{"bench", "--local", "--rate", "-5"},
 		{"bench", "--local", "--inflight", "8", "--producers", "2"},
 		{"bench", "--local", "--batch", "8", "--size", "1048576"},
 		{"bench", "--local", "--output", "yaml"},
@@ -113,6 +114,9 @@ func TestBenchHistogramPercentiles(t *testing.T) {
 		}
 	}
 	testutil.Equal(t, h.max, time.Millisecond, "max")
+	if got := h.report().P999; got < 0.999 || got > 1.0 {
+		t.Errorf("p99.9 = %vms, want 0.999–1 ms", got)
+	}
 	var other latencyHistogram
 	other.record(time.Hour * 100) // beyond the last bucket: still counted, max exact
 	h.merge(&other)

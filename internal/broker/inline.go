@@ -13,14 +13,19 @@ var sendCodes = []protocol.RequestCode{
 
 // registerSendHandlers installs handleSendMessage for every send code:
 // inline on the connection's read goroutine when a send never waits (see
-// sendsInline), on a goroutine per request otherwise.
+// sendsInline), with the plain sends of one read stored together (the send
+// batch, inlinesends.go); on a goroutine per request otherwise.
 func (s *Server) registerSendHandlers() {
-	for _, code := range sendCodes {
-		if s.sendsInline() {
-			s.handleInline(code, s.handleSendMessage)
-		} else {
-			s.handle(code, s.handleSendMessage)
+	if s.sendsInline() {
+		codes := make([]int32, len(sendCodes))
+		for i, code := range sendCodes {
+			codes[i] = int32(code)
 		}
+		s.remoting.HandleInlineBatch(codes, s.inlineSendBatch()) // inlinesends.go
+		return
+	}
+	for _, code := range sendCodes {
+		s.handle(code, s.handleSendMessage)
 	}
 }
 

@@ -83,8 +83,13 @@ func serverConn(t *testing.T, s *Server, c *remoting.Client) *remoting.Conn {
 // deterministic (times are not), so a change that adds allocations fails
 // here and must say why in the budget.
 const (
-	sendAllocBudget = 13 // handleSendMessage of one 1 KiB message (SEND_MESSAGE 12, SEND_MESSAGE_V2 13)
+	// sendAllocBudget: handleSendMessage of one 1 KiB message (SEND_MESSAGE
+	// and SEND_MESSAGE_V2 11 each; the answer's header has no map).
+	sendAllocBudget = 11
 	pullAllocBudget = 18 // handlePullMessage of 32 messages
+	// keptSendAllocBudget: a SEND_MESSAGE kept by the inline send batch and
+	// stored with 31 others (inlinesends.go): 10.4.
+	keptSendAllocBudget = 11
 )
 
 func TestBrokerSendAllocationBudget(t *testing.T) {
@@ -140,4 +145,39 @@ func TestBrokerPullAllocationBudget(t *testing.T) {
 	})
 	t.Logf("handlePullMessage: %.1f allocations per pull of %d", allocs, benchPullBatch)
 	testutil.True(t, allocs <= pullAllocBudget, fmt.Sprintf("%.1f allocations per pull, budget %d", allocs, pullAllocBudget))
+}
+
+// TestBrokerKeptSendsAllocationBudget: the inline send batch (sends kept on
+// the read goroutine and stored with one store.PutEach) stays within the
+// per-message send budget, and answers every kept send.
+func TestBrokerKeptSendsAllocationBudget(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("allocation counts (the race detector allocates on its own)")
+	}
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a"))
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), benchTopic, benchQueues)
+	sc := serverConn(t, s, c)
+	body := make([]byte, benchBodySize)
+	const group = 32
+	reqs := make([]*remoting.Command, group)
+	for i := range reqs {
+		reqs[i] = remoting.NewRequest(int32(protocol.SendMessage), benchSendExt(int32(i%benchQueues), int64(i)), body)
+		reqs[i].Flag |= remoting.FlagOneway // the test's conn must not pile up answers nobody reads
+	}
+	ctx := context.Background()
+	before := s.store.MaxOffset(benchTopic, 0)
+	k := s.keptSends(sc)
+	const runs = 50
+	allocs := testing.AllocsPerRun(runs, func() {
+		for _, r := range reqs {
+			if resp := s.serveSend(ctx, sc, r, k); resp != nil {
+				t.Fatalf("send not kept: %s", resp.Remark)
+			}
+		}
+		s.storeKeptSends(sc)
+	}) / group
+	t.Logf("kept sends: %.1f allocations per message", allocs)
+	testutil.True(t, allocs <= keptSendAllocBudget, fmt.Sprintf("%.1f allocations per kept send, budget %d", allocs, keptSendAllocBudget))
+	testutil.True(t, s.store.MaxOffset(benchTopic, 0) > before, "the kept sends were stored")
 }

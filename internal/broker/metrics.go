@@ -172,11 +172,18 @@ func (m *brokerMetrics) instrumentSend(h remoting.Handler) remoting.Handler {
 	return func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 		start := time.Now()
 		resp := h(ctx, c, req)
-		m.sendLatency.Observe(time.Since(start).Seconds())
-		if resp != nil && protocol.ResponseCode(resp.Code).SendSucceeded() {
-			m.sent(c, req, resp)
+		if resp != nil { // nil: kept by the send batch, which reports it (inlinesends.go)
+			m.sendDone(c, req, resp, time.Since(start))
 		}
 		return resp
+	}
+}
+
+// sendDone reports one answered send request and how long it took.
+func (m *brokerMetrics) sendDone(c *remoting.Conn, req, resp *remoting.Command, took time.Duration) {
+	m.sendLatency.Observe(took.Seconds())
+	if protocol.ResponseCode(resp.Code).SendSucceeded() {
+		m.sent(c, req, resp)
 	}
 }
 

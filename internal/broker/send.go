@@ -19,6 +19,15 @@ const maxDelayLevel = 18
 // handleSendMessage serves SEND_MESSAGE and SEND_REPLY_MESSAGE (long keys),
 // SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (keys a–n).
 func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
+	return s.serveSend(ctx, c, req, nil)
+}
+
+// serveSend is handleSendMessage. With kept (the send batch, on the
+// connection's read goroutine) a plain send that passed every check is kept
+// there and answered when the batch is stored (nil response); any other
+// send first stores what is kept, so a connection's sends are stored in
+// arrival order.
+func (s *Server) serveSend(ctx context.Context, c *remoting.Conn, req *remoting.Command, kept *inlineSends) *remoting.Command {
 	var h protocol.SendMessageRequestHeader
 	var err error
 	switch protocol.RequestCode(req.Code) {
@@ -61,6 +70,9 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 	h.QueueID = queueID
 	bornHost, _ := netip.ParseAddrPort(c.RemoteAddr())
 	if batch {
+		if kept != nil {
+			s.storeKeptSends(c)
+		}
 		return s.sendBatch(ctx, req, &h, bornHost)
 	}
 	m := &protocol.MessageExt{
@@ -74,6 +86,17 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 		Body:           req.Body,
 		Properties:     h.Properties,
 	}
+	level := delayLevel(m.Properties)
+	plain := m.SysFlag&protocol.SysFlagTransactionMask != protocol.SysFlagTransactionPrep &&
+		!(s.extra.timers != nil && isTimer(m.Properties)) && !(level > 0 && s.schedule != nil) &&
+		!(strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix) && s.beforeRetryStore != nil)
+	if kept != nil {
+		if plain {
+			s.keep(c, kept, req, m) // inlinesends.go
+			return nil
+		}
+		s.storeKeptSends(c)
+	}
 	if strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix) && s.beforeRetryStore != nil {
 		if err := s.beforeRetryStore(ctx, &h, m); err != nil {
 			return errorf(req, protocol.SystemError, "handling the retry message for %s: %v", h.Topic, err)
@@ -81,7 +104,7 @@ func (s *Server) handleSendMessage(ctx context.Context, c *remoting.Conn, req *r
 	}
 
 	var res store.PutResult
-	switch level := delayLevel(m.Properties); {
+	switch {
 	case m.SysFlag&protocol.SysFlagTransactionMask == protocol.SysFlagTransactionPrep:
 		if s.prepareTransaction == nil {
 			return errorf(req, protocol.NoPermission, "broker %s does not take transaction messages yet", s.opts.BrokerName)
@@ -261,7 +284,9 @@ func (s *Server) putErrorResponse(req *remoting.Command, topic string, err error
 	return errorf(req, protocol.SystemError, "storing the message on broker %s failed", s.opts.BrokerName)
 }
 
-// sendResponse builds the answer to a stored send.
+// sendResponse builds the answer to a stored send. Its header writes itself
+// into the frame (remoting.Command.Header: no map), except a batch's: the
+// metrics count a batch's messages from its msgId list (metrics.go).
 func (s *Server) sendResponse(req *remoting.Command, res store.PutResult, msgID string, queueID int32, uniqKey string) *remoting.Command {
 	code := protocol.Success
 	if res.Status == store.PutFlushDiskTimeout {
@@ -275,7 +300,11 @@ func (s *Server) sendResponse(req *remoting.Command, res store.PutResult, msgID 
 	if s.repl != nil {
 		rh.BrokerEpoch = s.repl.epoch()
 	}
-	resp.ExtFields = rh.Ext()
+	if protocol.RequestCode(req.Code) == protocol.SendBatchMessage {
+		resp.ExtFields = rh.Ext()
+	} else {
+		resp.Header = &rh
+	}
 	return resp
 }
 

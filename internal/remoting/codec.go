@@ -333,7 +333,16 @@ func appendJSONHeader(dst []byte, cmd *Command) []byte {
 		dst = append(dst, `,"remark":`...)
 		dst = appendJSONString(dst, cmd.Remark)
 	}
-	if len(cmd.ExtFields) > 0 {
+	if cmd.Header != nil {
+		const open = `,"extFields":{`
+		e := ExtEncoder{dst: append(dst, open...), json: true}
+		cmd.Header.EncodeExt(&e)
+		if dst = e.dst; e.n == 0 {
+			dst = dst[:len(dst)-len(open)]
+		} else {
+			dst = append(dst, '}')
+		}
+	} else if len(cmd.ExtFields) > 0 {
 		dst = append(dst, `,"extFields":{`...)
 		var keyBuf [keyBufSize]string
 		for i, k := range sortedKeys(keyBuf[:0], cmd.ExtFields) {
@@ -415,15 +424,29 @@ func appendBinaryHeader(dst []byte, cmd *Command) []byte {
 	dst = append(dst, cmd.Remark...)
 	lenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
+	if cmd.Header != nil {
+		e := ExtEncoder{dst: dst}
+		cmd.Header.EncodeExt(&e)
+		dst = e.dst
+	} else {
+		dst = appendBinaryExt(dst, cmd.ExtFields)
+	}
+	binary.BigEndian.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
+	return dst
+}
+
+// appendBinaryExt writes ext fields in RocketMQ's binary encoding, in key
+// order. A function of its own: its key array stays off the stack of
+// appendBinaryHeader's callers that never need it.
+func appendBinaryExt(dst []byte, ext map[string]string) []byte {
 	var keyBuf [keyBufSize]string
-	for _, k := range sortedKeys(keyBuf[:0], cmd.ExtFields) {
-		v := cmd.ExtFields[k]
+	for _, k := range sortedKeys(keyBuf[:0], ext) {
+		v := ext[k]
 		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
 		dst = append(dst, k...)
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
 		dst = append(dst, v...)
 	}
-	binary.BigEndian.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
 	return dst
 }
 

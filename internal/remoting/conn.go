@@ -55,6 +55,13 @@ type Conn struct {
 
 	out outQueue
 
+	// batch is the InlineBatch whose End is still due (see endBatch); read
+	// goroutine only.
+	batch *InlineBatch
+	// readLocal is the inline handlers' state (ReadLocal); read goroutine
+	// only.
+	readLocal any
+
 	mu      sync.Mutex
 	pending map[int32]*call
 	closed  bool
@@ -159,6 +166,16 @@ func (c *Conn) SetValue(k, v any) {
 	c.mu.Unlock()
 }
 
+// ReadLocal returns what SetReadLocal stored: state of the connection's
+// inline handlers (an InlineBatch's kept requests), which only its read
+// goroutine touches, so it needs no lock. Call it only from inline handlers
+// and InlineBatch.End.
+func (c *Conn) ReadLocal() any { return c.readLocal }
+
+// SetReadLocal stores v for ReadLocal; inline handlers and
+// InlineBatch.End only.
+func (c *Conn) SetReadLocal(v any) { c.readLocal = v }
+
 // Value returns what SetValue stored under k.
 func (c *Conn) Value(k any) any {
 	c.mu.Lock()
@@ -174,6 +191,7 @@ func (c *Conn) readLoop() {
 	var err error
 	for {
 		if !c.frameBuffered() {
+			c.endBatch()
 			// No yield: the read loop has just queued all it had.
 			if err = c.flush(false); err != nil {
 				break
@@ -210,6 +228,7 @@ func (c *Conn) readLoop() {
 		}
 		c.dispatch(c, cmd)
 	}
+	c.endBatch()
 	c.closeWith(err)
 }
 
@@ -359,7 +378,9 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 }
 
 // InvokeAsync sends req and calls cb exactly once, from another goroutine,
-// with the response or an error (ErrTimeout after timeout).
+// with the response or an error (ErrTimeout after timeout). It returns
+// without waiting for the write: a failed write closes the connection,
+// which fails the call.
 func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, cb func(*Command, error)) {
 	cl := &call{cb: cb}
 	if err := c.register(req, cl); err != nil {
@@ -373,12 +394,16 @@ func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, cb func(*Command
 		}
 	})
 	cl.tm.Store(tm)
-	if err := c.Write(req); err != nil {
+	// Written behind the caller (flushBehind): one goroutine issuing many
+	// asynchronous requests gets them written in batches.
+	if err := c.enqueue(req); err != nil {
 		if c.forget(opaque) {
 			tm.Stop()
 			go cb(nil, err)
 		}
+		return
 	}
+	c.flushBehind()
 }
 
 // InvokeOneway sends req flagged oneway; no response is awaited.

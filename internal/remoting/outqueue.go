@@ -108,6 +108,24 @@ func (c *Conn) flush(yield bool) error {
 	return c.flushRounds(maxFlushRounds)
 }
 
+// flushBehind hands what is queued to a flusher goroutine, starting one
+// unless a flusher is active, and returns at once. A caller that queues
+// frames back to back (one goroutine keeping many asynchronous requests in
+// flight) thus never waits for a write, and its frames queued while a write
+// is in progress leave together in the next one, instead of one write call
+// each.
+func (c *Conn) flushBehind() {
+	q := &c.out
+	q.mu.Lock()
+	if q.flushing || len(q.buf) == 0 || q.err != nil {
+		q.mu.Unlock()
+		return
+	}
+	q.flushing = true
+	q.mu.Unlock()
+	go c.flushLoop()
+}
+
 // flushLoop is a flusher of its own, started when a caller of flush has
 // written maxFlushRounds times and there is still more.
 func (c *Conn) flushLoop() {

@@ -65,6 +65,7 @@ type Server struct {
 	mu       sync.RWMutex
 	handlers map[int32]Handler
 	inline   map[int32]bool
+	batches  map[int32]*InlineBatch // codes registered with HandleInlineBatch
 	fallback Handler
 	onConn   []func(*Conn)
 	conns    map[*Conn]struct{}
@@ -112,6 +113,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		logger:   opts.Logger,
 		handlers: make(map[int32]Handler),
 		inline:   make(map[int32]bool),
+		batches:  make(map[int32]*InlineBatch),
 		conns:    make(map[*Conn]struct{}),
 		budget:   newServerBudget(opts.MaxReceivingBytes),
 		ctx:      ctx,
@@ -127,6 +129,7 @@ func (s *Server) Handle(code int32, h Handler) {
 	s.mu.Lock()
 	s.handlers[code] = h
 	delete(s.inline, code)
+	delete(s.batches, code)
 	s.mu.Unlock()
 }
 
@@ -140,6 +143,7 @@ func (s *Server) HandleInline(code int32, h Handler) {
 	s.mu.Lock()
 	s.handlers[code] = h
 	s.inline[code] = true
+	delete(s.batches, code)
 	s.mu.Unlock()
 }
 
@@ -204,7 +208,12 @@ func (s *Server) serveConn(nc net.Conn) {
 		logger:       s.logger,
 		budget:       s.budget,
 		dispatch: func(c *Conn, req *Command) {
-			h, inline := s.handler(req.Code)
+			h, inline, batch := s.handler(req.Code)
+			if c.batch != batch {
+				// Complete the open batch before anything else runs.
+				c.endBatch()
+				c.batch = batch
+			}
 			if inline {
 				// The read loop flushes once its buffered frames are done.
 				s.dispatch(c, req, h, c.enqueue)
@@ -249,15 +258,16 @@ func (s *Server) serveConn(nc net.Conn) {
 	}()
 }
 
-// handler returns the handler for code and whether it runs inline.
-func (s *Server) handler(code int32) (Handler, bool) {
+// handler returns the handler for code, whether it runs inline, and the
+// InlineBatch it belongs to (nil if none).
+func (s *Server) handler(code int32) (Handler, bool, *InlineBatch) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	h, ok := s.handlers[code]
 	if !ok {
-		return s.fallback, false
+		return s.fallback, false, nil
 	}
-	return h, s.inline[code]
+	return h, s.inline[code], s.batches[code]
 }
 
 // dispatch runs h for req and passes its response to write (queue it, or
@@ -281,9 +291,7 @@ func (s *Server) dispatch(c *Conn, req *Command, h Handler, write func(*Command)
 	if resp == nil || req.IsOneway() {
 		return
 	}
-	resp.Opaque = req.Opaque
-	resp.Flag |= FlagResponse
-	resp.Serialize = req.Serialize
+	prepareResponse(req, resp)
 	if err := write(resp); err != nil {
 		s.logger.Debug("writing response failed", "code", req.Code, "peer", c.RemoteAddr(), "err", err)
 	}

@@ -1,0 +1,183 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+)
+
+// maxEachGroupBytes bounds the records PutEach writes with one commit-log
+// write, so one call never holds the append lock for long or builds a huge
+// buffer; a longer list is written in several groups.
+const maxEachGroupBytes = 1 << 20
+
+// eachRecord is one record of a PutEach group: its position in the group's
+// buffer and the message it came from.
+type eachRecord struct {
+	pendingRecord
+	i  int           // index into the caller's messages
+	cq *consumeQueue // set under putMu
+	q  int64         // queue offset, set under putMu
+}
+
+// PutEach stores independent messages, each as PutMessage would (any topics
+// and queues, each its own result), but the messages that fit in one
+// commit-log segment share one acquisition of the append lock and one write.
+// A caller holding many small sends at once (the sends one socket read
+// brought) thus pays one pwrite for all of them instead of one each. The
+// records are appended in slice order: messages of one queue get ascending
+// queue offsets in that order. res[i] and errs[i] are set for every i; an
+// error means ms[i] was not stored. res and errs must be as long as ms.
+func (s *Store) PutEach(ctx context.Context, ms []*protocol.MessageExt, res []PutResult, errs []error) {
+	if len(res) < len(ms) || len(errs) < len(ms) {
+		panic("store: PutEach needs a result and an error slot per message")
+	}
+	var start time.Time
+	if s.opts.ObservePut != nil {
+		start = time.Now()
+	}
+	clear(res[:len(ms)])
+	clear(errs[:len(ms)])
+	if err := s.checkWritable(); err != nil {
+		for i := range ms {
+			errs[i] = err
+		}
+		return
+	}
+	limit := min(int64(maxEachGroupBytes), s.opts.SegmentSize-blankMarkerLen)
+	bp := getPutBuffer(0)
+	defer func() { putPutBuffer(bp) }()
+	var recs []eachRecord
+	var flushTo int64
+	for from := 0; from < len(ms); {
+		buf := (*bp)[:0]
+		recs = recs[:0]
+		next := from
+		for ; next < len(ms); next++ {
+			m := ms[next]
+			if m == nil {
+				errs[next] = fmt.Errorf("%w: nil message", ErrIllegalMessage)
+				continue
+			}
+			if err := s.validate(m, m.Topic, m.QueueID); err != nil {
+				errs[next] = err
+				continue
+			}
+			size := m.StoredSize()
+			if !s.cl.fits(size) {
+				errs[next] = fmt.Errorf("%w: a record of %d bytes does not fit in a commit-log segment of %d bytes", ErrMessageTooLarge, size, s.opts.SegmentSize)
+				continue
+			}
+			if len(recs) > 0 && int64(len(buf)+size) > limit {
+				break
+			}
+			m.StoreHost = s.opts.StoreHost
+			m.QueueOffset, m.CommitLogOffset, m.StoreTimestamp = 0, 0, 0
+			off := len(buf)
+			buf = protocol.AppendStoredMessage(buf, m)
+			tags, _ := protocol.Property(m.Properties, protocol.PropertyTags)
+			r := eachRecord{i: next, pendingRecord: pendingRecord{off: off, size: len(buf) - off, tsOff: storeTimestampOffset(m.SysFlag), tags: protocol.TagsHashCode(tags)}}
+			for _, k := range messageKeys(m.Properties) {
+				r.keyHashes = append(r.keyHashes, keyHash(m.Topic, k))
+			}
+			recs = append(recs, r)
+		}
+		*bp = buf
+		from = next
+		if len(recs) == 0 {
+			continue
+		}
+		s.putMu.Lock()
+		base, ts, err := s.appendEachLocked(ms, buf, recs)
+		s.putMu.Unlock()
+		for _, r := range recs {
+			if err != nil {
+				errs[r.i] = err
+				continue
+			}
+			m := ms[r.i]
+			m.QueueOffset, m.CommitLogOffset, m.StoreTimestamp = r.q, base+int64(r.off), ts
+			end := m.CommitLogOffset + int64(r.size)
+			res[r.i] = PutResult{Status: PutOK, QueueOffset: r.q, CommitLogOffset: m.CommitLogOffset, End: end,
+				StoreTimestamp: ts, Count: 1, MsgID: protocol.OffsetMessageID(s.opts.StoreHost, m.CommitLogOffset)}
+			flushTo = end
+			if s.opts.OnArrive != nil {
+				s.opts.OnArrive(m.Topic, m.QueueID, r.q+1)
+			}
+		}
+	}
+	if flushTo > 0 && s.opts.Flush == FlushSync && !s.cl.waitFlushed(ctx, flushTo, s.opts.SyncFlushTimeout) {
+		for i := range ms {
+			if errs[i] == nil {
+				res[i].Status = PutFlushDiskTimeout
+			}
+		}
+	}
+	if s.opts.ObservePut != nil {
+		d := time.Since(start)
+		for i := range ms {
+			if errs[i] == nil {
+				s.opts.ObservePut(d)
+			}
+		}
+	}
+}
+
+// appendEachLocked is appendLocked for records of any queues: one reserve,
+// one commit-log write, then each record's consume-queue entry, and the same
+// publication order (write position first, queues second). It sets each
+// record's queue and queue offset. Caller holds putMu.
+func (s *Store) appendEachLocked(ms []*protocol.MessageExt, buf []byte, recs []eachRecord) (base, ts int64, err error) {
+	if s.closed.Load() {
+		return 0, 0, ErrClosed
+	}
+	g, base, err := s.cl.reserveLocked(len(buf))
+	if err != nil {
+		return 0, 0, err
+	}
+	ts = s.cl.nextStoreTimeLocked(s.now().UnixMilli())
+	var keys []byte
+	for k := range recs {
+		r := &recs[k]
+		m := ms[r.i]
+		r.cq, r.q = s.queueForPutLocked(m.Topic, m.QueueID), -1
+		// The next offset of this queue: after an earlier record of the
+		// group in the same queue, else the queue's published max.
+		for j := k - 1; j >= 0; j-- {
+			if recs[j].cq == r.cq {
+				r.q = recs[j].q + 1
+				break
+			}
+		}
+		if r.q < 0 {
+			r.q = r.cq.maxOffset.Load()
+		}
+		rec := buf[r.off : r.off+r.size]
+		phys := base + int64(r.off)
+		binary.BigEndian.PutUint64(rec[protocol.StoredOffsetQueueOffset:], uint64(r.q))
+		binary.BigEndian.PutUint64(rec[protocol.StoredOffsetCommitLogOffset:], uint64(phys))
+		binary.BigEndian.PutUint64(rec[r.tsOff:], uint64(ts))
+		keys = appendKeyEntries(keys, r.keyHashes, phys)
+	}
+	if _, err := g.file.WriteAt(buf, base-g.start); err != nil {
+		g.file.Truncate(base - g.start)
+		return 0, 0, fmt.Errorf("store: write commit log %s: %w", g.path, err)
+	}
+	for _, r := range recs {
+		var entry [cqEntrySize]byte
+		phys := base + int64(r.off)
+		putCQEntry(entry[:], cqEntry{phys: phys, size: int32(r.size), tags: r.tags})
+		s.noteDerivedWrite(r.cq.appendLocked(r.q, entry[:]))
+	}
+	s.noteDerivedWrite(g.index.appendLocked(keys))
+	end := base + int64(len(buf))
+	g.noteStoreTime(ts)
+	s.cl.writePos.Store(end)
+	for _, r := range recs {
+		r.cq.publishLocked(r.q+1, base+int64(r.off+r.size))
+	}
+	return base, ts, nil
+}
