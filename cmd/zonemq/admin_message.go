@@ -254,13 +254,7 @@ type brokerStatsJSON struct {
 
 func runAdminBrokerStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s := newAdminSession("broker stats", "[--interval 1s] [--output text|json]", stderr)
-	interval := s.fs.Duration("interval", time.Second, "TPS is measured over this interval")
-	check := func() error {
-		if *interval < 100*time.Millisecond || *interval > time.Minute {
-			return usagef("--interval must be within 100ms..1m, got %v", *interval)
-		}
-		return nil
-	}
+	interval, check := tpsInterval(s)
 	if err := s.connect(ctx, args, check); err != nil {
 		return err
 	}
@@ -465,4 +459,16 @@ func runAdminProducerConnections(ctx context.Context, args []string, stdout, std
 		t.row(r.Broker, r.ClientID, r.IDC, r.Addr, r.Language, r.Version)
 	}
 	return t.flush()
+}
+
+// tpsInterval adds --interval, the span TPS is measured over, to s's flags
+// and returns it with the check to run once they are parsed.
+func tpsInterval(s *adminSession) (*time.Duration, func() error) {
+	interval := s.fs.Duration("interval", time.Second, "TPS is measured over this interval")
+	return interval, func() error {
+		if *interval < 100*time.Millisecond || *interval > time.Minute {
+			return usagef("--interval must be within 100ms..1m, got %v", *interval)
+		}
+		return nil
+	}
 }

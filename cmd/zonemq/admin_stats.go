@@ -29,14 +29,8 @@ type topicStatsJSON struct {
 func runAdminTopicStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s := newAdminSession("topic stats", "[--topic T] [--interval 1s] [--all] [--output text|json]", stderr)
 	topic := s.fs.String("topic", "", "only this topic")
-	interval := s.fs.Duration("interval", time.Second, "TPS is measured over this interval")
+	interval, check := tpsInterval(s)
 	all := s.fs.Bool("all", false, "include system topics (RMQ_SYS_*, %RETRY%…, SCHEDULE_TOPIC_XXXX …)")
-	check := func() error {
-		if *interval < 100*time.Millisecond || *interval > time.Minute {
-			return usagef("--interval must be within 100ms..1m, got %v", *interval)
-		}
-		return nil
-	}
 	if err := s.connect(ctx, args, check); err != nil {
 		return err
 	}

@@ -47,15 +47,7 @@ func TestControllerFailoverWithRocketMQClient(t *testing.T) {
 
 	got := newReceived()
 	startPushConsumer(t, ns.Addr(), "ctrl_rmq_"+runToken, instanceName("C"+runToken), topic, "*", consumer.Clustering, got)
-	p, err := producer.NewDefaultProducer(
-		producer.WithGroupName("ctrl_rmq_pg"),
-		producer.WithInstanceName(instanceName("P"+runToken)),
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
-		producer.WithRetry(2),
-	)
-	testutil.NoError(t, err, "NewDefaultProducer")
-	testutil.NoError(t, p.Start(), "producer Start")
-	t.Cleanup(func() { p.Shutdown() })
+	p := startRocketMQProducer(t, ns.Addr(), "ctrl_rmq_pg", "P", producer.WithRetry(2))
 
 	var acked []string
 	failed := 0

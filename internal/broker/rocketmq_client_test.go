@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -99,6 +100,23 @@ func startPushConsumer(t *testing.T, nsAddr, group, instance, topic, expr string
 	t.Cleanup(func() { c.Shutdown() })
 }
 
+// startRocketMQProducer starts a rocketmq-client-go producer of group on
+// the name server at nsAddr (instance name prefix+runToken, unique in the
+// process), shut down at cleanup.
+func startRocketMQProducer(t *testing.T, nsAddr, group, prefix string, opts ...producer.Option) rocketmq.Producer {
+	t.Helper()
+	all := append([]producer.Option{
+		producer.WithGroupName(group),
+		producer.WithInstanceName(instanceName(prefix + runToken)),
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{nsAddr})),
+	}, opts...)
+	p, err := producer.NewDefaultProducer(all...)
+	testutil.NoError(t, err, "NewDefaultProducer")
+	testutil.NoError(t, p.Start(), "producer Start")
+	t.Cleanup(func() { p.Shutdown() })
+	return p
+}
+
 func TestBrokerRocketMQClientEndToEnd(t *testing.T) {
 	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
 	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a", ns.Addr()))
@@ -128,15 +146,7 @@ func TestBrokerRocketMQClientEndToEnd(t *testing.T) {
 		return nil
 	})
 
-	p, err := producer.NewDefaultProducer(
-		producer.WithGroupName("e2e_pg"),
-		producer.WithInstanceName(instanceName("P"+runToken)),
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
-		producer.WithRetry(2),
-	)
-	testutil.NoError(t, err, "NewDefaultProducer")
-	testutil.NoError(t, p.Start(), "producer Start")
-	t.Cleanup(func() { p.Shutdown() })
+	p := startRocketMQProducer(t, ns.Addr(), "e2e_pg", "P", producer.WithRetry(2))
 
 	ctx := context.Background()
 	var (

@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
@@ -180,14 +179,7 @@ func TestBrokerDelayRocketMQClient(t *testing.T) {
 	testutil.NoError(t, c.Start(), "consumer Start")
 	t.Cleanup(func() { c.Shutdown() })
 
-	p, err := producer.NewDefaultProducer(
-		producer.WithGroupName("delay_pg"),
-		producer.WithInstanceName(instanceName("delayP"+runToken)),
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
-	)
-	testutil.NoError(t, err, "NewDefaultProducer")
-	testutil.NoError(t, p.Start(), "producer Start")
-	t.Cleanup(func() { p.Shutdown() })
+	p := startRocketMQProducer(t, ns.Addr(), "delay_pg", "delayP")
 
 	want := map[string]int{"g0": 0, "g2": 2, "g4": 4, "g7": 7}
 	for key, level := range want {

@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -29,14 +25,9 @@ func TestE2EDrillController(t *testing.T) {
 	defer cancel()
 	// A port offset of its own (the other drill tests use 10..849).
 	offset := strconv.Itoa(900 + os.Getpid()%400)
-	cmd := exec.CommandContext(ctx, binary, "drill", "--idcs", "3", "--replicas", "3",
+	drillArgs := []string{"--idcs", "3", "--replicas", "3",
 		"--only", "master-kill,master-partition,controller-idc-lost,two-idcs-lost",
-		"--duration", "4s", "--output", "json", "--port-offset", offset, "--drain-timeout", "60s")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	t.Logf("drill progress:\n%s", stderr.String())
+		"--duration", "4s", "--port-offset", offset, "--drain-timeout", "60s"}
 	var r struct {
 		OK        bool     `json:"ok"`
 		Problems  []string `json:"problems"`
@@ -63,10 +54,7 @@ func TestE2EDrillController(t *testing.T) {
 			OrderViolations int `json:"orderViolations"`
 		} `json:"check"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("drill printed no JSON report (exit: %v): %v\n%s", runErr, err, stdout.String())
-	}
-	t.Logf("drill report:\n%s", stdout.String())
+	runErr := runDrill(t, ctx, &r, drillArgs...)
 	seen := map[string]bool{}
 	for _, s := range r.Scenarios {
 		if s.Name == "S1" {
@@ -96,7 +84,7 @@ func TestE2EDrillController(t *testing.T) {
 	if c.Acked == 0 || c.Lost != 0 || c.FencedAcks != 0 || c.Unchecked != 0 || c.OrderedKeys == 0 || c.OrderViolations != 0 {
 		t.Errorf("ledger check: %+v", c)
 	}
-	if !r.OK {
-		t.Errorf("the drill failed: %v", r.Problems)
+	if !r.OK || runErr != nil {
+		t.Errorf("the drill failed (exit: %v): %v", runErr, r.Problems)
 	}
 }

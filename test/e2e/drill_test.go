@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -50,18 +46,10 @@ func TestE2EDrillShort(t *testing.T) {
 	// A port offset of its own, so two test runs on one machine never share
 	// the drill's well-known ports.
 	offset := strconv.Itoa(10 + os.Getpid()%400)
-	cmd := exec.CommandContext(ctx, binary, "drill", "--idcs", "2", "--duration", "5s",
-		"--output", "json", "--port-offset", offset, "--drain-timeout", "60s")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	t.Logf("drill progress:\n%s", stderr.String())
+	drillArgs := []string{"--idcs", "2", "--duration", "5s",
+		"--port-offset", offset, "--drain-timeout", "60s"}
 	var r drillReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("drill printed no JSON report (exit: %v): %v\n%s", runErr, err, stdout.String())
-	}
-	t.Logf("drill report:\n%s", stdout.String())
+	runErr := runDrill(t, ctx, &r, drillArgs...)
 	if r.Totals.Acked == 0 {
 		t.Fatal("the drill acknowledged no message")
 	}
@@ -106,13 +94,8 @@ func TestE2EDrillIDCLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	offset := strconv.Itoa(450 + os.Getpid()%400)
-	cmd := exec.CommandContext(ctx, binary, "drill", "--idcs", "2", "--replicas", "2", "--only", "idc-lost",
-		"--duration", "4s", "--output", "json", "--port-offset", offset, "--drain-timeout", "60s")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	t.Logf("drill progress:\n%s", stderr.String())
+	drillArgs := []string{"--idcs", "2", "--replicas", "2", "--only", "idc-lost",
+		"--duration", "4s", "--port-offset", offset, "--drain-timeout", "60s"}
 	var r struct {
 		OK        bool     `json:"ok"`
 		Problems  []string `json:"problems"`
@@ -125,10 +108,7 @@ func TestE2EDrillIDCLost(t *testing.T) {
 			Notes     []string `json:"notes"`
 		} `json:"scenarios"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("drill printed no JSON report (exit: %v): %v\n%s", runErr, err, stdout.String())
-	}
-	t.Logf("drill report:\n%s", stdout.String())
+	runErr := runDrill(t, ctx, &r, drillArgs...)
 	found := false
 	for _, s := range r.Scenarios {
 		if s.Name != "idc-lost" {
@@ -142,7 +122,7 @@ func TestE2EDrillIDCLost(t *testing.T) {
 	if !found {
 		t.Fatal("the drill report has no idc-lost scenario")
 	}
-	if !r.OK {
-		t.Errorf("the drill failed: %v", r.Problems)
+	if !r.OK || runErr != nil {
+		t.Errorf("the drill failed (exit: %v): %v", runErr, r.Problems)
 	}
 }
