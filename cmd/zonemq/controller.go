@@ -113,6 +113,7 @@ func runAdminControllerStatus(ctx context.Context, args []string, stdout, stderr
 	addrs := fs.String("controller", "", "request `addresses` of one or more voters, comma-separated (required)")
 	output := fs.String("output", "text", "text (tables) or json (the first voter's status document)")
 	timeout := fs.Duration("timeout", 3*time.Second, "per-voter request timeout")
+	history := fs.Int("history", 5, "text output: show each group's last `N` masters (epoch history; 0: none)")
 	cf := addControllerClientFlags(fs)
 	if err := parseQuiet(fs, args, stderr); err != nil {
 		return err
@@ -187,7 +188,23 @@ func runAdminControllerStatus(ctx context.Context, args []string, stdout, stderr
 		}
 		tg.row(g.Cluster, g.BrokerName, g.MasterID, g.MasterAddr, g.Epoch, protocol.FormatIDs(g.InSync), strings.Join(members, " "))
 	}
-	return tg.flush()
+	if err := tg.flush(); err != nil || *history <= 0 {
+		return err
+	}
+	// Each group's latest masters: which broker held which epoch since when
+	// (an acknowledgement is valid only at its master's epoch).
+	fmt.Fprintln(stdout)
+	th := newTable(stdout, "CLUSTER", "GROUP", "EPOCH", "MASTER", "MASTER ADDR", "ELECTED")
+	for _, g := range st.Groups {
+		for _, e := range g.History[max(0, len(g.History)-*history):] {
+			elected := "-"
+			if e.ElectedAtMillis > 0 {
+				elected = time.UnixMilli(e.ElectedAtMillis).UTC().Format("2006-01-02T15:04:05.000Z")
+			}
+			th.row(g.Cluster, g.BrokerName, e.Epoch, e.MasterID, e.Addr, elected)
+		}
+	}
+	return th.flush()
 }
 
 // runAdminControllerElect serves `admin controller elect`.

@@ -147,6 +147,17 @@ func TestCLIAdminController(t *testing.T) {
 	testutil.Equal(t, code, 0, "forced elect", stderr.String())
 	testutil.True(t, strings.Contains(stdout.String(), "master is now broker 1") && strings.Contains(stdout.String(), "epoch 2"),
 		"forced elect output", stdout.String())
+	// The text status shows the epoch history: broker 0 at epoch 1, then 1 at 2.
+	stdout.Reset()
+	code = run([]string{"admin", "controller", "status", "--controller", srv.Addr()}, &stdout, &stderr)
+	testutil.Equal(t, code, 0, "status exit", stderr.String())
+	var epochs []string
+	for line := range strings.SplitSeq(stdout.String(), "\n") {
+		if f := strings.Fields(line); len(f) >= 5 && f[1] == "broker-a" && (f[2] == "1" || f[2] == "2") && strings.Contains(f[4], ":") {
+			epochs = append(epochs, f[2]+"@"+f[3])
+		}
+	}
+	testutil.Equal(t, strings.Join(epochs, ","), "1@0,2@1", "history rows", stdout.String())
 	code = run([]string{"admin", "controller", "status"}, &stdout, &stderr)
 	testutil.Equal(t, code, 2, "status without --controller")
 }
