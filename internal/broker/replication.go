@@ -69,11 +69,12 @@ type replication struct {
 
 	mu       sync.Mutex
 	state    replicationState
-	paused   bool       // master: writes refused during a switchover
-	pausedAt time.Time  // when paused was last set
-	metaMu   sync.Mutex // replica: one SYNC_META exchange at a time
-	follow   string     // replica: the master's address, "" while unknown
-	roleGen  uint64     // bumped at every role change; loops restart on it
+	paused   bool         // master: writes refused during a switchover
+	pausedAt time.Time    // when paused was last set
+	metaMu   sync.Mutex   // replica: one SYNC_META exchange at a time
+	curEpoch atomic.Int64 // lastEpoch(), for readers without mu (noteEpochLocked)
+	follow   string       // replica: the master's address, "" while unknown
+	roleGen  uint64       // bumped at every role change; loops restart on it
 	roleCh   chan struct{}
 	replicas map[int64]*replicaPeer // master: replicas by id
 
@@ -154,6 +155,7 @@ func newReplication(s *Server) (*replication, error) {
 	}
 	r.master.Store(r.state.Master)
 	r.regID.Store(r.state.RegisteredID)
+	r.noteEpochLocked()
 	return r, nil
 }
 
@@ -286,7 +288,12 @@ func (r *replication) startEpochLocked(e int64) {
 	} else {
 		r.state.Epochs = append(r.state.Epochs, protocol.EpochEntry{Epoch: e, StartOffset: end})
 	}
+	r.noteEpochLocked()
 }
+
+// noteEpochLocked publishes the history's last epoch to curEpoch after any
+// change of r.state.Epochs. Caller holds mu.
+func (r *replication) noteEpochLocked() { r.curEpoch.Store(r.lastEpoch()) }
 
 func (r *replication) persistLocked() error {
 	if err := r.s.store.SaveMetadata(replicationStateMetadata, r.state); err != nil {
@@ -303,12 +310,9 @@ func (r *replication) lastEpoch() int64 {
 	return 0
 }
 
-// epoch returns the current epoch.
-func (r *replication) epoch() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lastEpoch()
-}
+// epoch returns the current epoch without taking mu: every send answer
+// carries it.
+func (r *replication) epoch() int64 { return r.curEpoch.Load() }
 
 // epochs returns a copy of the history.
 func (r *replication) epochs() []protocol.EpochEntry {

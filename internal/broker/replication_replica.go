@@ -223,6 +223,7 @@ func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, er
 	}
 	r.mu.Lock()
 	r.state.Epochs = masterEpochs
+	r.noteEpochLocked()
 	err = r.persistLocked()
 	r.mu.Unlock()
 	if err != nil {
@@ -361,6 +362,7 @@ func (r *replication) applyMeta(in *protocol.ReplicaMeta, sent map[offsetKey]str
 		r.mu.Lock()
 		if !r.state.Master {
 			r.state.Epochs = in.Epochs
+			r.noteEpochLocked()
 			errs = append(errs, r.persistLocked())
 		}
 		r.mu.Unlock()
