@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -402,6 +403,27 @@ func TestControllerModeWithACL(t *testing.T) {
 	})
 	resp := sendRaw(t, c, b.Addr(), "AclCtrlTopic", 0, nil, []byte("x"))
 	testutil.True(t, resp.Code != int32(protocol.Success), "a broker whose reports the controller refuses has no lease", resp.Remark)
+	// The refused reports never reached the replicated state: only the
+	// signed group is known (both brokers have reported many times by now).
+	cl := controller.NewClientWithOptions(ctrl, controller.ClientOptions{AccessKey: "zonemqAdmin", SecretKey: "adminSecret1"})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var st *protocol.ControllerStatus
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for _, addr := range ctrl {
+			if got, err := cl.Status(ctx, addr); err == nil && got.IsLeader {
+				st = got
+				return nil
+			}
+		}
+		return fmt.Errorf("no controller voter leads")
+	})
+	var groups []string
+	for _, g := range st.Groups {
+		groups = append(groups, g.BrokerName)
+	}
+	testutil.Equal(t, strings.Join(groups, ","), "broker-signed", "groups the controller knows")
 }
 
 // ctrlGroupOptions is groupOptions for a group the voters at ctrl run, with

@@ -148,30 +148,13 @@ func TestBrokerACLRocketMQClient(t *testing.T) {
 	creds := primitive.Credentials{AccessKey: aclAppKey, SecretKey: aclAppSecret}
 
 	// Without credentials: refused.
-	bare, err := producer.NewDefaultProducer(
-		producer.WithGroupName("acl_pg_bare"),
-		producer.WithInstanceName(instanceName("acl-bare"+runToken)),
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
-		producer.WithRetry(0),
-	)
-	testutil.NoError(t, err, "NewDefaultProducer")
-	testutil.NoError(t, bare.Start(), "producer Start")
-	t.Cleanup(func() { bare.Shutdown() })
-	_, err = bare.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte("no")))
+	bare := startRocketMQProducer(t, ns.Addr(), "acl_pg_bare", "acl-bare", producer.WithRetry(0))
+	_, err := bare.SendSync(context.Background(), primitive.NewMessage(aclTopic, []byte("no")))
 	testutil.True(t, err != nil, "a send without credentials succeeded")
 	testutil.Equal(t, maxOffset(t, raw, s.Addr(), aclTopic), "0", "messages stored without credentials")
 
 	// With credentials: produce and consume.
-	p, err := producer.NewDefaultProducer(
-		producer.WithGroupName("acl_pg"),
-		producer.WithInstanceName(instanceName("acl-p"+runToken)),
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
-		producer.WithCredentials(creds),
-		producer.WithRetry(2),
-	)
-	testutil.NoError(t, err, "NewDefaultProducer")
-	testutil.NoError(t, p.Start(), "producer Start")
-	t.Cleanup(func() { p.Shutdown() })
+	p := startRocketMQProducer(t, ns.Addr(), "acl_pg", "acl-p", producer.WithCredentials(creds), producer.WithRetry(2))
 	rmqRoundTrip(t, p.SendSync, ns.Addr(), aclTopic, "acl", "acl_consumer", consumer.WithCredentials(creds))
 }
 

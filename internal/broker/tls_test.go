@@ -63,16 +63,7 @@ func TestBrokerTLSRocketMQClient(t *testing.T) {
 	cancel()
 	testutil.True(t, err != nil, "a plain request to an enforcing broker was answered")
 
-	p, err := producer.NewDefaultProducer(
-		producer.WithGroupName("tls_pg"),
-		producer.WithInstanceName(instanceName("tls-p"+runToken)),
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns.Addr()})),
-		producer.WithTls(true),
-		producer.WithRetry(2),
-	)
-	testutil.NoError(t, err, "NewDefaultProducer")
-	testutil.NoError(t, p.Start(), "producer Start")
-	t.Cleanup(func() { p.Shutdown() })
+	p := startRocketMQProducer(t, ns.Addr(), "tls_pg", "tls-p", producer.WithTls(true), producer.WithRetry(2))
 	rmqRoundTrip(t, p.SendSync, ns.Addr(), topic, "tls", "tls_consumer", consumer.WithTls(true))
 }
 
