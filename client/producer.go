@@ -170,6 +170,11 @@ func (p *Producer) SendSync(ctx context.Context, msgs ...*Message) (*SendResult,
 // sends in flight cost little. It returns an
 // error (and does not call cb) only when the messages are invalid or the
 // producer is not running. Shutdown waits for pending callbacks.
+//
+// The callbacks of answers that arrive together run one after another on
+// one goroutine (as RocketMQ's Java client runs them on its callback
+// executor): cb should return quickly, and must not wait for another
+// send's callback. Hand slow work to a goroutine of your own.
 func (p *Producer) SendAsync(ctx context.Context, cb func(*SendResult, error), msgs ...*Message) error {
 	if err := p.c.running(); err != nil {
 		return err
@@ -185,10 +190,7 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(*SendResult, error), m
 	}
 	p.async.Add(1)
 	p.mu.Unlock()
-	p.s.sendAsync(ctx, out, func(res *SendResult, err error) { // sendasync.go
-		defer p.async.Done()
-		cb(res, err)
-	})
+	p.s.sendAsync(ctx, out, cb, &p.async) // sendasync.go
 	return nil
 }
 

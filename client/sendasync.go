@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,69 +22,149 @@ type ownQueues struct {
 // sendAsync sends out and calls done once with the outcome. In the usual
 // case (the topic's route is cached, an own-IDC broker is healthy and
 // already connected) the first attempt is written from the caller's
-// goroutine and answered from the connection's response callback: no
-// goroutine waits through the round trip, no context or timer besides the
-// request's own timeout. Everything else — no cached route, an isolated
-// broker, a connection still to dial, a failed first attempt — continues
-// as SendSync would (deliverFrom) on a goroutine of its own. ctx is
-// checked before the first attempt and bounds the retries; an attempt
-// already written ends within SendAttemptTimeout (or ctx's deadline, if
-// nearer) whatever happens to ctx.
-func (s *sender) sendAsync(ctx context.Context, out *outgoing, done func(*SendResult, error)) {
+// goroutine and its answer comes back through the connection (an
+// asyncAttempt is its Waiter): no goroutine waits through the round trip,
+// and neither a context nor a timer is made per send. Everything else — no
+// cached route, an isolated broker, a connection still to dial, a failed
+// first attempt — continues as SendSync would (deliverFrom) on a goroutine
+// of its own. ctx is checked before the first attempt and bounds the
+// retries; an attempt already written ends within SendAttemptTimeout (or
+// ctx's deadline, if nearer) whatever happens to ctx. wg, when not nil, is
+// released after done returns.
+func (s *sender) sendAsync(ctx context.Context, out *outgoing, done func(*SendResult, error), wg *sync.WaitGroup) {
 	q, cn, ok := s.fastQueue(out.topic)
 	if !ok || ctx.Err() != nil || s.c.cfg.AccessKey != "" {
-		go func() { done(s.send(ctx, out, s.pickRoundRobin)) }()
+		go func() {
+			res, err := s.send(ctx, out, s.pickRoundRobin)
+			finishAsync(done, wg, res, err)
+		}()
 		return
 	}
 	timeout := s.attemptTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
-	addr := q.broker.master()
-	lat := s.latencyOf(addr)
-	start := time.Now()
-	w := s.watchSilence(ctx, out.topic, q, lat, timeout) // nil: no watch
-	cn.InvokeAsync(sendRequest(out, q, true), timeout, func(resp *remoting.Command, err error) {
-		w.answered()
-		if err == nil {
-			lat.observe(max(time.Since(start), time.Microsecond))
-			var res *SendResult
-			if res, err = sendResultOf(out, q, addr, resp); err == nil {
-				s.recovered(q.broker.name)
-				s.stats.stored(s.c.cfg.IDC, res.IDC, 1)
-				done(res, nil)
-				return
-			}
-		} else {
-			if errors.Is(err, remoting.ErrTimeout) {
-				// As core.invoke: our own timeout says the peer may be hung.
-				s.c.rc.CloseConn(addr)
-			}
-			err = transportError(out.code.String(), addr, err)
-		}
-		// This callback runs on a goroutine of its own: retrying here
-		// blocks no connection.
-		fail := &SendError{Topic: out.topic}
-		recordAttempt(fail, q, err)
-		if !retryable(err) {
-			s.stats.failures.Add(1)
-			done(nil, fail)
+	a := &asyncAttempt{s: s, ctx: ctx, out: out, q: q, addr: q.broker.master(), done: done, wg: wg}
+	a.lat = s.latencyOf(a.addr)
+	a.start = time.Now()
+	cn.Send(sendRequest(out, q, true), timeout, s.slowAfter(a.lat, timeout), a)
+}
+
+// finishAsync tells done the outcome of an asynchronous send and releases
+// wg.
+func finishAsync(done func(*SendResult, error), wg *sync.WaitGroup, res *SendResult, err error) {
+	if wg != nil {
+		defer wg.Done()
+	}
+	done(res, err)
+}
+
+// slowAfter is when an attempt with no answer gets its broker checked
+// (suspect.go), as invokeWatched decides: 0 when suspicion is off, the
+// broker's usual answer time is not known yet, or the check would come
+// after the attempt's own timeout.
+func (s *sender) slowAfter(lat *brokerLatency, timeout time.Duration) time.Duration {
+	if s.suspectAfter <= 0 || lat.load() == 0 {
+		return 0
+	}
+	after := max(s.suspectAfter, 2*lat.load())
+	if after >= timeout {
+		return 0
+	}
+	return after
+}
+
+// asyncAttempt is the first attempt of an asynchronous send, the Waiter of
+// its request: the connection tells it the answer, and asks it to check
+// the broker when the answer is late (Slow, as invokeWatched's watch does
+// for a synchronous send: a silent broker's connection is closed, which
+// fails this attempt and the others in flight on it at once, so that they
+// move on to another broker).
+type asyncAttempt struct {
+	s     *sender
+	ctx   context.Context
+	out   *outgoing
+	q     writeQueue
+	addr  string
+	lat   *brokerLatency
+	start time.Time
+	done  func(*SendResult, error)
+	wg    *sync.WaitGroup
+
+	answered atomic.Bool
+	cancel   atomic.Pointer[context.CancelFunc] // the running check, if any
+}
+
+// Answered takes the broker's answer. It runs on the goroutine that tells
+// the connection's answers in turn: a failure is retried on a goroutine of
+// its own.
+func (a *asyncAttempt) Answered(resp *remoting.Command, err error) {
+	a.answered.Store(true)
+	if c := a.cancel.Load(); c != nil {
+		(*c)()
+	}
+	s := a.s
+	if err == nil {
+		a.lat.observe(max(time.Since(a.start), time.Microsecond))
+		var res *SendResult
+		if res, err = sendResultOf(a.out, a.q, a.addr, resp); err == nil {
+			s.recovered(a.q.broker.name)
+			s.stats.stored(s.c.cfg.IDC, res.IDC, 1)
+			finishAsync(a.done, a.wg, res, nil)
 			return
 		}
-		s.c.logger.Warn("send attempt failed; trying another broker", "topic", out.topic, "broker", q.broker.name,
-			"addr", addr, "brokerIDC", q.broker.idc, "err", err)
-		s.stats.retries.Add(1)
-		s.isolate(q.broker.name, addr)
-		s.c.routes.triggerRefresh()
-		res, err := s.deliverFrom(ctx, out, s.pickRoundRobin, fail, map[string]bool{q.broker.name: true})
-		if err != nil {
-			s.stats.failures.Add(1)
-			done(nil, err)
-			return
+	} else {
+		if errors.Is(err, remoting.ErrTimeout) {
+			// As core.invoke: our own timeout says the peer may be hung.
+			s.c.rc.CloseConn(a.addr)
 		}
-		s.stats.stored(s.c.cfg.IDC, res.IDC, 1)
-		done(res, nil)
-	})
+		err = transportError(a.out.code.String(), a.addr, err)
+	}
+	go a.retry(err)
+}
+
+// retry goes on after a failed first attempt as SendSync would.
+func (a *asyncAttempt) retry(err error) {
+	s, out, q := a.s, a.out, a.q
+	fail := &SendError{Topic: out.topic}
+	recordAttempt(fail, q, err)
+	if !retryable(err) {
+		s.stats.failures.Add(1)
+		finishAsync(a.done, a.wg, nil, fail)
+		return
+	}
+	s.c.logger.Warn("send attempt failed; trying another broker", "topic", out.topic, "broker", q.broker.name,
+		"addr", a.addr, "brokerIDC", q.broker.idc, "err", err)
+	s.stats.retries.Add(1)
+	s.isolate(q.broker.name, a.addr)
+	s.c.routes.triggerRefresh()
+	res, err := s.deliverFrom(a.ctx, out, s.pickRoundRobin, fail, map[string]bool{q.broker.name: true})
+	if err != nil {
+		s.stats.failures.Add(1)
+		finishAsync(a.done, a.wg, nil, err)
+		return
+	}
+	s.stats.stored(s.c.cfg.IDC, res.IDC, 1)
+	finishAsync(a.done, a.wg, res, nil)
+}
+
+// Slow checks a broker that has not answered the attempt in time: if it is
+// silent too for another broker's check, its connection is closed.
+func (a *asyncAttempt) Slow() {
+	if a.answered.Load() {
+		return
+	}
+	cctx, cancel := context.WithCancel(a.ctx)
+	defer cancel()
+	a.cancel.Store(&cancel)
+	if a.answered.Load() {
+		return
+	}
+	s := a.s
+	if s.confirmSilent(cctx, a.out.topic, a.q.broker.name, a.addr, 3*a.lat.fastest()) && !a.answered.Load() {
+		s.c.logger.Warn("broker silent; closing its connection so the sends in flight move on", "broker", a.q.broker.name, "addr", a.addr)
+		s.c.rc.CloseConn(a.addr)
+	}
 }
 
 // fastQueue picks the next own-IDC queue of topic round-robin, as
@@ -116,55 +197,4 @@ func (s *sender) fastQueue(topic string) (writeQueue, *remoting.Conn, bool) {
 	}
 	cn, ok := s.c.rc.ConnIfOpen(q.broker.master())
 	return q, cn, ok
-}
-
-// silenceWatch is invokeWatched's check (suspect.go) for an asynchronous
-// first attempt: if the broker has not answered after its suspicion delay,
-// it is checked against another broker, and if it is silent its connection
-// is closed, which fails the attempt at once (and the others in flight on
-// it) so that they move on to another broker as a SendSync would.
-type silenceWatch struct {
-	timer  *time.Timer
-	done   atomic.Bool
-	cancel atomic.Pointer[context.CancelFunc] // the running check, if any
-}
-
-// watchSilence arms the watch, or returns nil when suspicion is off, the
-// broker's usual answer time is not known yet, or it would come after the
-// attempt's own timeout (as invokeWatched decides).
-func (s *sender) watchSilence(ctx context.Context, topic string, q writeQueue, lat *brokerLatency, timeout time.Duration) *silenceWatch {
-	if s.suspectAfter <= 0 || lat.load() == 0 {
-		return nil
-	}
-	after := max(s.suspectAfter, 2*lat.load())
-	if after >= timeout {
-		return nil
-	}
-	w := &silenceWatch{}
-	addr := q.broker.master()
-	w.timer = time.AfterFunc(after, func() {
-		cctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		w.cancel.Store(&cancel)
-		if w.done.Load() {
-			return
-		}
-		if s.confirmSilent(cctx, topic, q.broker.name, addr, 3*lat.fastest()) && !w.done.Load() {
-			s.c.logger.Warn("broker silent; closing its connection so the sends in flight move on", "broker", q.broker.name, "addr", addr)
-			s.c.rc.CloseConn(addr)
-		}
-	})
-	return w
-}
-
-// answered ends the watch: the attempt has its answer (or error).
-func (w *silenceWatch) answered() {
-	if w == nil {
-		return
-	}
-	w.done.Store(true)
-	w.timer.Stop()
-	if c := w.cancel.Load(); c != nil {
-		(*c)()
-	}
 }

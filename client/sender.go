@@ -147,7 +147,7 @@ func (s *sender) prepare(msgs []*Message) (*outgoing, error) {
 		m := msgs[0]
 		out.code = protocol.SendMessage
 		out.msgID = processUniqKeys.next()
-		out.header.Properties = protocol.EncodeProperties(m.wireProperties(out.msgID))
+		out.header.Properties = m.encodeProperties(out.msgID)
 		out.header.Flag = m.Flag
 		out.body = m.Body
 		if s.compressThreshold > 0 && len(m.Body) >= s.compressThreshold {
@@ -176,7 +176,7 @@ func (s *sender) prepare(msgs []*Message) (*outgoing, error) {
 			return nil, fmt.Errorf("%w: a batch cannot carry delayed messages", ErrInvalidMessage)
 		}
 		ids[i] = processUniqKeys.next()
-		out.body = appendBatchItem(out.body, m, protocol.EncodeProperties(m.wireProperties(ids[i])))
+		out.body = appendBatchItem(out.body, m, m.encodeProperties(ids[i]))
 		size += len(m.Body)
 	}
 	if size > s.maxSize {
@@ -424,17 +424,21 @@ func (s *sender) pickRoundRobin(p *sendPlan, tried map[string]bool) (writeQueue,
 // sendRequest is the request that sends out to q. With typed, its header
 // writes itself into the frame (remoting.Command.Header: no map); only a
 // request to be signed for the ACL needs the map.
+//
+// The header is out's own, set for q: a request is encoded when it is
+// written (before Send or Invoke returns) and out's attempts are made one
+// after another, so no copy is needed.
 func sendRequest(out *outgoing, q writeQueue, typed bool) *remoting.Command {
-	h := out.header
-	h.QueueID = int32(q.queueID)
-	h.BrokerName = q.broker.name
-	h.BornTimestamp = time.Now().UnixMilli()
+	out.header.QueueID = int32(q.queueID)
+	out.header.BrokerName = q.broker.name
+	out.header.BornTimestamp = time.Now().UnixMilli()
+	h := &out.header
 	if typed {
 		req := request(out.code, nil, out.body)
 		if out.code == protocol.SendMessage {
-			req.Header = &h
+			req.Header = h
 		} else {
-			req.Header = &protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: h}
+			req.Header = &protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: *h}
 		}
 		return req
 	}
@@ -442,7 +446,7 @@ func sendRequest(out *outgoing, q writeQueue, typed bool) *remoting.Command {
 	if out.code == protocol.SendMessage {
 		ext = h.Ext()
 	} else {
-		ext = (&protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: h}).Ext()
+		ext = (&protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: *h}).Ext()
 	}
 	return request(out.code, ext, out.body)
 }

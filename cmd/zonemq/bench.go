@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -97,6 +98,7 @@ type benchOptions struct {
 	sendTimeout  time.Duration
 	progress     time.Duration
 	cpuProfile   string
+	memProfile   string
 	rate         int
 }
 
@@ -132,6 +134,7 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.DurationVar(&o.progress, "progress", time.Second, "text output: print progress on stderr this often (0: never)")
 	fs.IntVar(&o.rate, "rate", 0, "send at most this many `messages per second` in all (0: as fast as the sends go); with --inflight, a soak at a steady load")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client and, with --local, servers) to `file` (go tool pprof)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process to `file` at the end (go tool pprof -sample_index=alloc_objects)")
 	if err := parseQuiet(fs, args, stderr); err != nil {
 		return o, err
 	}
@@ -212,6 +215,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("bench: --cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.memProfile != "" {
+		// Every 4 KiB allocated instead of 512 KiB: enough samples to count
+		// allocations per message in a few seconds of load.
+		runtime.MemProfileRate = 4096
+		defer writeAllocProfile(o.memProfile, stderr)
 	}
 	r := newBenchRun(o, cfg, stderr)
 	report, err := r.run(ctx)
@@ -1032,4 +1041,19 @@ func (rep *benchReport) errorSummary() string {
 		parts = append(parts, fmt.Sprintf("%d acknowledged messages were not consumed", rep.Consume.Missing))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// writeAllocProfile writes the allocation profile for --memprofile; a
+// failure is reported but does not fail the run.
+func writeAllocProfile(path string, stderr io.Writer) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: --memprofile: %v\n", err)
+	}
 }

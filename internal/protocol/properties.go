@@ -1,6 +1,9 @@
 package protocol
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Message property names (RocketMQ's MessageConst).
 const (
@@ -84,6 +87,38 @@ func EncodeProperties(m map[string]string) string {
 		b.WriteByte(propertySeparator)
 	}
 	return b.String()
+}
+
+// AppendProperty appends one property in its wire form to dst: a sender
+// that knows its few properties writes them in order (EncodeProperties
+// sorts by name) without building a map.
+func AppendProperty(dst []byte, name, value string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, propertyNameValueSeparator)
+	dst = append(dst, value...)
+	return append(dst, propertySeparator)
+}
+
+// AppendPropertyInt is AppendProperty of a decimal integer.
+func AppendPropertyInt(dst []byte, name string, value int64) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, propertyNameValueSeparator)
+	dst = strconv.AppendInt(dst, value, 10)
+	return append(dst, propertySeparator)
+}
+
+// AppendPropertyWords is AppendProperty of words joined by spaces (the
+// KEYS property).
+func AppendPropertyWords(dst []byte, name string, words []string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, propertyNameValueSeparator)
+	for i, w := range words {
+		if i > 0 {
+			dst = append(dst, ' ')
+		}
+		dst = append(dst, w...)
+	}
+	return append(dst, propertySeparator)
 }
 
 // TagsHashCode is the consume-queue tag code: Java's String.hashCode of the

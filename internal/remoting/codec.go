@@ -335,9 +335,12 @@ func appendJSONHeader(dst []byte, cmd *Command) []byte {
 	}
 	if cmd.Header != nil {
 		const open = `,"extFields":{`
-		e := ExtEncoder{dst: append(dst, open...), json: true}
-		cmd.Header.EncodeExt(&e)
-		if dst = e.dst; e.n == 0 {
+		e := getExtEncoder(append(dst, open...), true)
+		cmd.Header.EncodeExt(e)
+		dst = e.dst
+		n := e.n
+		putExtEncoder(e)
+		if n == 0 {
 			dst = dst[:len(dst)-len(open)]
 		} else {
 			dst = append(dst, '}')
@@ -425,9 +428,10 @@ func appendBinaryHeader(dst []byte, cmd *Command) []byte {
 	lenAt := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	if cmd.Header != nil {
-		e := ExtEncoder{dst: dst}
-		cmd.Header.EncodeExt(&e)
+		e := getExtEncoder(dst, false)
+		cmd.Header.EncodeExt(e)
 		dst = e.dst
+		putExtEncoder(e)
 	} else {
 		dst = appendBinaryExt(dst, cmd.ExtFields)
 	}

@@ -62,11 +62,20 @@ type Conn struct {
 	// only.
 	readLocal any
 
+	// answered are the asynchronous calls this read batch answered, told
+	// together once the batch is read (see tellAnswered); read goroutine
+	// only.
+	answered []answer
+
 	mu      sync.Mutex
 	pending map[int32]*call
 	closed  bool
 	err     error
 	done    chan struct{}
+	// sweep is the timer of the asynchronous calls' deadlines, due at
+	// sweepAt (zero: not armed); see asynccall.go. Guarded by mu.
+	sweep   *time.Timer
+	sweepAt time.Time
 
 	onCloseMu sync.Mutex
 	onClose   []func(*Conn)
@@ -76,13 +85,19 @@ type Conn struct {
 	values map[any]any
 }
 
+// call is a request waiting for its response: a synchronous Invoke waits
+// on resp; an asynchronous one (Send, InvokeAsync) is told through w, and
+// its deadlines are kept by the connection's sweep (asynccall.go) instead
+// of a timer per request.
 type call struct {
 	resp chan *Command
-	cb   func(*Command, error)
-	// tm is the async timeout. InvokeAsync sets it after the call is
-	// registered, so a close or response may already be finishing the call
-	// from the read loop: hence atomic.
-	tm atomic.Pointer[time.Timer]
+	w    Waiter
+	code int32 // the request's code, for the timeout error
+	// deadline is when an asynchronous call fails with ErrTimeout; slowAt,
+	// when set, is when w.Slow runs if no answer has come (zero once it
+	// ran). Guarded by Conn.mu.
+	deadline time.Time
+	slowAt   time.Time
 }
 
 // connConfig carries the settings a Conn needs from its owner.
@@ -192,6 +207,7 @@ func (c *Conn) readLoop() {
 	for {
 		if !c.frameBuffered() {
 			c.endBatch()
+			c.tellAnswered()
 			// No yield: the read loop has just queued all it had.
 			if err = c.flush(false); err != nil {
 				break
@@ -229,9 +245,11 @@ func (c *Conn) readLoop() {
 		c.dispatch(c, cmd)
 	}
 	c.endBatch()
+	c.tellAnswered()
 	c.closeWith(err)
 }
 
+// complete hands resp to the call waiting for it; read goroutine only.
 func (c *Conn) complete(resp *Command) {
 	c.mu.Lock()
 	cl, ok := c.pending[resp.Opaque]
@@ -243,24 +261,22 @@ func (c *Conn) complete(resp *Command) {
 		c.logger.Debug("response for an unknown or expired request", "opaque", resp.Opaque, "code", resp.Code)
 		return
 	}
-	cl.finish(resp, nil)
-}
-
-func (cl *call) finish(resp *Command, err error) {
-	if tm := cl.tm.Load(); tm != nil {
-		tm.Stop()
-	}
-	if cl.cb != nil {
-		// Never in the read loop: a callback that invokes again on this
-		// connection would wait for a response only the read loop can read.
-		go cl.cb(resp, err)
-		return
-	}
-	if err != nil {
-		close(cl.resp)
+	if cl.w != nil {
+		c.answered = append(c.answered, answer{w: cl.w, resp: resp})
 		return
 	}
 	cl.resp <- resp
+}
+
+// fail ends cl with err, off the read loop.
+func (cl *call) fail(err error) {
+	if cl.w != nil {
+		// Never in the read loop: a waiter that invokes again on this
+		// connection would wait for a response only the read loop reads.
+		go cl.w.Answered(nil, err)
+		return
+	}
+	close(cl.resp)
 }
 
 // Close closes the connection; pending requests fail with ErrConnClosed.
@@ -282,12 +298,16 @@ func (c *Conn) closeWith(err error) {
 	c.err = err
 	pending := c.pending
 	c.pending = nil
+	sweep := c.sweep
 	c.mu.Unlock()
 
 	c.netConn.Close()
 	c.failOut(err)
+	if sweep != nil {
+		sweep.Stop()
+	}
 	for _, cl := range pending {
-		cl.finish(nil, fmt.Errorf("%w: %v", ErrConnClosed, err))
+		cl.fail(fmt.Errorf("%w: %v", ErrConnClosed, err))
 	}
 	c.onCloseMu.Lock()
 	close(c.done)
@@ -338,6 +358,9 @@ func (c *Conn) register(req *Command, cl *call) error {
 		return fmt.Errorf("%w: %v", ErrConnClosed, err)
 	}
 	c.pending[req.Opaque] = cl
+	if cl.w != nil {
+		c.armSweepLocked(cl.nextEvent())
+	}
 	c.mu.Unlock()
 	return nil
 }
@@ -380,30 +403,10 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 // InvokeAsync sends req and calls cb exactly once, from another goroutine,
 // with the response or an error (ErrTimeout after timeout). It returns
 // without waiting for the write: a failed write closes the connection,
-// which fails the call.
+// which fails the call. Callbacks of responses read together run one after
+// another on one goroutine (see Send): cb should not block for long.
 func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, cb func(*Command, error)) {
-	cl := &call{cb: cb}
-	if err := c.register(req, cl); err != nil {
-		go cb(nil, err)
-		return
-	}
-	opaque := req.Opaque
-	tm := time.AfterFunc(timeout, func() {
-		if c.forget(opaque) {
-			cb(nil, fmt.Errorf("%w: code %d to %s", ErrTimeout, req.Code, c.RemoteAddr()))
-		}
-	})
-	cl.tm.Store(tm)
-	// Written behind the caller (flushBehind): one goroutine issuing many
-	// asynchronous requests gets them written in batches.
-	if err := c.enqueue(req); err != nil {
-		if c.forget(opaque) {
-			tm.Stop()
-			go cb(nil, err)
-		}
-		return
-	}
-	c.flushBehind()
+	c.Send(req, timeout, 0, funcWaiter(cb))
 }
 
 // InvokeOneway sends req flagged oneway; no response is awaited.

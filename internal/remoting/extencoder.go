@@ -3,6 +3,7 @@ package remoting
 import (
 	"encoding/binary"
 	"strconv"
+	"sync"
 )
 
 // ExtHeader is a typed request or response header that writes its ext
@@ -19,6 +20,21 @@ type ExtEncoder struct {
 	dst  []byte
 	json bool
 	n    int // fields written
+}
+
+// extEncoders recycles encoders: one handed to an ExtHeader (an interface
+// call) escapes, which would cost an allocation per frame.
+var extEncoders = sync.Pool{New: func() any { return new(ExtEncoder) }}
+
+func getExtEncoder(dst []byte, json bool) *ExtEncoder {
+	e := extEncoders.Get().(*ExtEncoder)
+	*e = ExtEncoder{dst: dst, json: json}
+	return e
+}
+
+func putExtEncoder(e *ExtEncoder) {
+	*e = ExtEncoder{} // drop the buffer: it belongs to the caller
+	extEncoders.Put(e)
 }
 
 // Str writes a string field.
