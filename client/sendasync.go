@@ -46,8 +46,12 @@ func (s *sender) sendAsync(ctx context.Context, out *outgoing, done func(*SendRe
 	}
 	a := &asyncAttempt{s: s, ctx: ctx, out: out, q: q, addr: q.broker.master(), done: done, wg: wg}
 	a.lat = s.latencyOf(a.addr)
-	a.start = time.Now()
-	cn.Send(sendRequest(out, q, true), timeout, s.slowAfter(a.lat, timeout), a)
+	a.start = time.Now() // also the born time and the origin of the deadlines
+	var slowAt time.Time
+	if after := s.slowAfter(a.lat, timeout); after > 0 {
+		slowAt = a.start.Add(after)
+	}
+	cn.Send(sendRequestAt(out, q, true, a.start), a.start.Add(timeout), slowAt, a)
 }
 
 // finishAsync tells done the outcome of an asynchronous send and releases

@@ -429,9 +429,14 @@ func (s *sender) pickRoundRobin(p *sendPlan, tried map[string]bool) (writeQueue,
 // written (before Send or Invoke returns) and out's attempts are made one
 // after another, so no copy is needed.
 func sendRequest(out *outgoing, q writeQueue, typed bool) *remoting.Command {
+	return sendRequestAt(out, q, typed, time.Now())
+}
+
+// sendRequestAt is sendRequest with the born time given.
+func sendRequestAt(out *outgoing, q writeQueue, typed bool, born time.Time) *remoting.Command {
 	out.header.QueueID = int32(q.queueID)
 	out.header.BrokerName = q.broker.name
-	out.header.BornTimestamp = time.Now().UnixMilli()
+	out.header.BornTimestamp = born.UnixMilli()
 	h := &out.header
 	if typed {
 		req := request(out.code, nil, out.body)

@@ -55,7 +55,10 @@ func (u *uniqKeys) next() string {
 	u.mu.Unlock()
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], v)
-	return u.prefix + hex.EncodeToString(b[2:])
+	var key [64]byte // one allocation: the string
+	k := append(key[:0], u.prefix...)
+	k = hex.AppendEncode(k, b[2:])
+	return string(k)
 }
 
 // localIPv4 is the first non-loopback IPv4 address of this host, or

@@ -36,11 +36,12 @@ type answer struct {
 // answerBatches recycles the slices tellAnswered hands over.
 var answerBatches = sync.Pool{New: func() any { return new([]answer) }}
 
-// Send writes req and tells w its outcome: the response, ErrTimeout after
-// timeout, or the connection's failure. With slowAfter > 0 (and below
-// timeout) w.Slow runs if no answer has come by then. It returns without
+// Send writes req and tells w its outcome: the response, ErrTimeout at
+// deadline, or the connection's failure. With a non-zero slowAt (before
+// deadline) w.Slow runs if no answer has come by then. It returns without
 // waiting for the write; a failed write closes the connection, which fails
-// the call.
+// the call. The caller passes the times so that one clock reading serves
+// a whole send (the clock is not free on every machine).
 //
 // Nothing per request is started: no goroutine, no timer. The read loop
 // collects the answers of each batch of frames it reads and tells them on
@@ -49,11 +50,10 @@ var answerBatches = sync.Pool{New: func() any { return new([]answer) }}
 // mark (sweepCalls). Under load a connection thus spends a goroutine per
 // read and a timer wake-up per suspicion period instead of a goroutine and
 // two timers per request.
-func (c *Conn) Send(req *Command, timeout, slowAfter time.Duration, w Waiter) {
-	now := time.Now()
-	cl := &call{w: w, code: req.Code, deadline: now.Add(timeout)}
-	if slowAfter > 0 && slowAfter < timeout {
-		cl.slowAt = now.Add(slowAfter)
+func (c *Conn) Send(req *Command, deadline, slowAt time.Time, w Waiter) {
+	cl := &call{w: w, code: req.Code, deadline: deadline}
+	if slowAt.Before(deadline) {
+		cl.slowAt = slowAt
 	}
 	if err := c.register(req, cl); err != nil {
 		go w.Answered(nil, err)

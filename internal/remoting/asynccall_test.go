@@ -38,9 +38,9 @@ func TestSendKeepsEachCallsDeadline(t *testing.T) {
 	testutil.NoError(t, err)
 
 	long, short := &countingWaiter{}, &countingWaiter{}
-	cn.Send(NewRequest(2, nil, nil), time.Minute, 0, long)
+	cn.Send(NewRequest(2, nil, nil), time.Now().Add(time.Minute), time.Time{}, long)
 	<-parked
-	cn.Send(NewRequest(2, nil, nil), 100*time.Millisecond, 0, short)
+	cn.Send(NewRequest(2, nil, nil), time.Now().Add(100*time.Millisecond), time.Time{}, short)
 	<-parked
 	testutil.Eventually(t, 5*time.Second, func() error {
 		if short.answers.Load() != 1 {
@@ -61,7 +61,8 @@ func TestSendMarksASlowCallOnce(t *testing.T) {
 	testutil.NoError(t, err)
 
 	fast := &countingWaiter{}
-	cn.Send(NewRequest(1, nil, nil), time.Minute, 50*time.Millisecond, fast)
+	now := time.Now()
+	cn.Send(NewRequest(1, nil, nil), now.Add(time.Minute), now.Add(50*time.Millisecond), fast)
 	testutil.Eventually(t, 5*time.Second, func() error {
 		if fast.answers.Load() != 1 {
 			return errors.New("no answer yet")
@@ -70,7 +71,8 @@ func TestSendMarksASlowCallOnce(t *testing.T) {
 	})
 
 	w := &countingWaiter{}
-	cn.Send(NewRequest(2, nil, nil), time.Minute, 50*time.Millisecond, w)
+	now = time.Now()
+	cn.Send(NewRequest(2, nil, nil), now.Add(time.Minute), now.Add(50*time.Millisecond), w)
 	<-parked
 	testutil.Eventually(t, 5*time.Second, func() error {
 		if w.slows.Load() == 0 {

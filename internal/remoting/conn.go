@@ -406,7 +406,7 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 // which fails the call. Callbacks of responses read together run one after
 // another on one goroutine (see Send): cb should not block for long.
 func (c *Conn) InvokeAsync(req *Command, timeout time.Duration, cb func(*Command, error)) {
-	c.Send(req, timeout, 0, funcWaiter(cb))
+	c.Send(req, time.Now().Add(timeout), time.Time{}, funcWaiter(cb))
 }
 
 // InvokeOneway sends req flagged oneway; no response is awaited.
