@@ -191,5 +191,5 @@ func retryable(err error) bool {
 
 func responseError(op protocol.RequestCode, addr string, resp *remoting.Command) *ResponseError {
 	return &ResponseError{Op: op.String(), Addr: addr, Code: ResponseCode(resp.Code), Remark: resp.Remark,
-		NotMaster: resp.ExtFields[protocol.ExtNotMaster] == "true"}
+		NotMaster: resp.Ext(protocol.ExtNotMaster) == "true"}
 }

@@ -30,7 +30,9 @@ func (s *Server) inlineSendBatch() *remoting.InlineBatch {
 	add := s.gated(s.metrics.instrumentSend(func(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 		return s.serveSend(ctx, c, req, s.keptSends(c))
 	}))
-	return &remoting.InlineBatch{Add: add, End: s.storeKeptSends}
+	// serveSend, the metrics and the ACL read the header through
+	// Command.ExtValue or ExtMap, so its fields may stay in their wire form.
+	return &remoting.InlineBatch{Add: add, End: s.storeKeptSends, RawExt: true}
 }
 
 // keptSends returns c's inlineSends, creating it on the first send.

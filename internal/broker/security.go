@@ -36,7 +36,9 @@ var adminCodes = map[protocol.RequestCode]bool{
 // resource; its handler refuses it.
 func aclRequest(c *remoting.Conn, req *remoting.Command) acl.Request {
 	code := protocol.RequestCode(req.Code)
-	r := acl.Request{Code: req.Code, Ext: req.ExtFields, Body: req.Body, RemoteAddr: c.RemoteAddr(), Admin: adminCodes[code]}
+	// The send handlers take ext fields in their wire form (RawExt): the
+	// ACL reads them as a map.
+	r := acl.Request{Code: req.Code, Ext: req.ExtMap(), Body: req.Body, RemoteAddr: c.RemoteAddr(), Admin: adminCodes[code]}
 	ext := func(k string) string { return req.ExtFields[k] }
 	topic := func(name string, p acl.Perm) {
 		if name != "" {

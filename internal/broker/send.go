@@ -33,10 +33,10 @@ func (s *Server) serveSend(ctx context.Context, c *remoting.Conn, req *remoting.
 	switch protocol.RequestCode(req.Code) {
 	case protocol.SendMessageV2, protocol.SendBatchMessage:
 		var v2 protocol.SendMessageRequestHeaderV2
-		err = v2.SetExt(req.ExtFields)
+		err = v2.ReadCommand(req)
 		h = v2.SendMessageRequestHeader
 	default:
-		err = h.SetExt(req.ExtFields)
+		err = h.ReadCommand(req)
 	}
 	if err != nil {
 		return badHeader(req, err)

@@ -3,6 +3,8 @@ package protocol
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/zonemq/zonemq/internal/remoting"
 )
 
 // Header is a typed request or response header: it maps to and from a
@@ -20,6 +22,9 @@ type Header interface {
 // a header's SetExt reads every field and checks once at the end.
 type ExtReader struct {
 	ext map[string]string
+	// cmd, when set, is read in place of ext: a received command whose
+	// fields may still be in their wire form (remoting.Command.ExtValue).
+	cmd *remoting.Command
 	// short, when set, maps the field names asked for to the keys they
 	// are sent under (SEND_MESSAGE_V2's a–n); errors still name the field.
 	short map[string]string
@@ -28,6 +33,10 @@ type ExtReader struct {
 
 // NewExtReader returns a reader over ext (which may be nil).
 func NewExtReader(ext map[string]string) *ExtReader { return &ExtReader{ext: ext} }
+
+// CommandExtReader returns a reader over cmd's ext fields that does not
+// make cmd decode them into a map.
+func CommandExtReader(cmd *remoting.Command) *ExtReader { return &ExtReader{cmd: cmd} }
 
 // Err is the first error met.
 func (r *ExtReader) Err() error { return r.err }
@@ -43,7 +52,13 @@ func (r *ExtReader) get(key string, required bool) (string, bool) {
 	if r.short != nil {
 		wire = r.short[key]
 	}
-	v, ok := r.ext[wire]
+	var v string
+	var ok bool
+	if r.cmd != nil {
+		v, ok = r.cmd.ExtValue(wire)
+	} else {
+		v, ok = r.ext[wire]
+	}
 	if !ok && required && r.err == nil {
 		r.err = fmt.Errorf("missing ext field %s", key)
 	}

@@ -3,6 +3,8 @@ package protocol
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/zonemq/zonemq/internal/remoting"
 )
 
 // Typed headers of the requests a broker serves (producer, consumer and admin
@@ -63,6 +65,12 @@ func (h *SendMessageRequestHeader) Ext() map[string]string {
 // SetExt reads SEND_MESSAGE's long keys.
 func (h *SendMessageRequestHeader) SetExt(ext map[string]string) error {
 	return h.setExt(&ExtReader{ext: ext})
+}
+
+// ReadCommand fills the header from cmd's ext fields as SetExt does,
+// without decoding them into a map when they are still in their wire form.
+func (h *SendMessageRequestHeader) ReadCommand(cmd *remoting.Command) error {
+	return h.setExt(&ExtReader{cmd: cmd})
 }
 
 // setExt reads the fields through r, which knows the keys they are under.
@@ -127,7 +135,17 @@ func (h *SendMessageRequestHeaderV2) Ext() map[string]string {
 // SetExt reads the short keys a–n. Errors name the long field and its key,
 // e.g. "missing ext field topic (b)".
 func (h *SendMessageRequestHeaderV2) SetExt(ext map[string]string) error {
-	if err := h.SendMessageRequestHeader.setExt(&ExtReader{ext: ext, short: sendV2ShortKey}); err != nil {
+	return h.read(&ExtReader{ext: ext, short: sendV2ShortKey})
+}
+
+// ReadCommand is SetExt over cmd's ext fields (see
+// SendMessageRequestHeader.ReadCommand).
+func (h *SendMessageRequestHeaderV2) ReadCommand(cmd *remoting.Command) error {
+	return h.read(&ExtReader{cmd: cmd, short: sendV2ShortKey})
+}
+
+func (h *SendMessageRequestHeaderV2) read(r *ExtReader) error {
+	if err := h.SendMessageRequestHeader.setExt(r); err != nil {
 		for _, k := range sendV2Keys {
 			if errNamesField(err, k[1]) {
 				return fmt.Errorf("%w (short key %s)", err, k[0])

@@ -9,7 +9,9 @@ import (
 // Waiter receives the outcome of an asynchronous request (Conn.Send).
 type Waiter interface {
 	// Answered is called exactly once, with the response or with an error
-	// (ErrTimeout, ErrConnClosed, …), never on the read loop. The answers
+	// (ErrTimeout, ErrConnClosed, …), never on the read loop. The
+	// response's ext fields may still be in their wire form: read them with
+	// Ext or ExtValue, or call ExtMap before using ExtFields. The answers
 	// one read of the socket brought are told one after another on one
 	// goroutine: a waiter that blocks delays the others of its batch, so
 	// it should hand long work (a retry, a user callback that may block)

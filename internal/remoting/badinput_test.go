@@ -53,7 +53,7 @@ func TestServerBadInput(t *testing.T) {
 	}
 	for _, field := range sortedNames(cuts) {
 		cut := header[:cuts[field]]
-		_, err := decodeBinaryHeader(cut)
+		_, err := decodeBinaryHeader(cut, false)
 		testutil.True(t, err != nil, field)
 		var fe *FrameError
 		testutil.True(t, errors.As(err, &fe), field)

@@ -22,6 +22,10 @@ type InlineBatch struct {
 	// when the connection closes; so a connection's requests still take
 	// effect in arrival order. It must not block for long.
 	End func(c *Conn)
+	// RawExt says Add and End read the requests' ext fields only through
+	// Command.Ext, ExtValue or ExtMap, so a binary header's fields are not
+	// decoded into a map for them (most of a send header's decoding cost).
+	RawExt bool
 }
 
 // HandleInlineBatch registers b for every code in codes: their requests run

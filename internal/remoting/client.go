@@ -183,6 +183,7 @@ func (c *Client) dial(addr string) (*Conn, error) {
 }
 
 func (c *Client) dispatch(cn *Conn, req *Command) {
+	req.ExtMap() // handlers read ExtFields
 	c.mu.Lock()
 	h := c.handlers[req.Code]
 	c.mu.Unlock()

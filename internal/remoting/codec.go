@@ -69,6 +69,14 @@ func ReadFrame(r *bufio.Reader, maxFrame int) (*Command, error) {
 // header-length word, the header and the body. The returned command's Body
 // aliases frame.
 func DecodeFrame(frame []byte) (*Command, error) {
+	return decodeFrame(frame, false)
+}
+
+// decodeFrame is DecodeFrame; with lazyExt, the ext fields of a binary
+// header are checked but left in their wire form (Command.rawExt) for a
+// receiver that reads them through Ext or ExtValue, and decoded into a map
+// only when ExtMap asks.
+func decodeFrame(frame []byte, lazyExt bool) (*Command, error) {
 	if len(frame) < minFrameLength {
 		return nil, &FrameError{Reason: "frame shorter than its header-length field"}
 	}
@@ -87,7 +95,7 @@ func DecodeFrame(frame []byte) (*Command, error) {
 	case SerializeJSON:
 		cmd, err = decodeJSONHeader(header)
 	case SerializeRocketMQ:
-		cmd, err = decodeBinaryHeader(header)
+		cmd, err = decodeBinaryHeader(header, lazyExt)
 	default:
 		return nil, &FrameError{Reason: fmt.Sprintf("unknown serialize type %d", typ)}
 	}
@@ -213,7 +221,7 @@ func languageCode(name string) byte {
 // version(2) opaque(4) flag(4) remark length(4) ext length(4).
 const binaryFixedLen = 21
 
-func decodeBinaryHeader(b []byte) (*Command, error) {
+func decodeBinaryHeader(b []byte, lazyExt bool) (*Command, error) {
 	if len(b) < binaryFixedLen {
 		return nil, &FrameError{Reason: fmt.Sprintf("binary header of %d bytes is shorter than %d", len(b), binaryFixedLen)}
 	}
@@ -244,49 +252,102 @@ func decodeBinaryHeader(b []byte) (*Command, error) {
 	if len(ext) == 0 {
 		return cmd, nil
 	}
-	// Keys and values are slices of one copy of the ext bytes when it is
-	// small (one allocation instead of two per field); a large one is
-	// copied field by field so a retained value cannot pin it.
-	var backing string
+	if err := checkBinaryExt(ext); err != nil {
+		return nil, err
+	}
+	if lazyExt {
+		cmd.rawExt = string(ext)
+		return cmd, nil
+	}
 	if len(ext) <= jsonSharedBackingMax {
-		backing = string(ext)
+		// Keys and values are slices of one copy of the ext bytes (one
+		// allocation instead of two per field).
+		cmd.ExtFields = binaryExtMap(string(ext))
+		return cmd, nil
 	}
-	text := func(b []byte, off int) string {
-		if backing != "" {
-			return backing[off : off+len(b)]
-		}
-		return string(b)
+	// A large one is copied field by field so a retained value cannot pin
+	// it.
+	cmd.ExtFields = make(map[string]string)
+	for k, v := range binaryExtFields(ext) {
+		cmd.ExtFields[string(k)] = string(v)
 	}
-	var pairs [jsonExtInline][2]string
-	all := pairs[:0]
-	base := len(ext)
+	return cmd, nil
+}
+
+// checkBinaryExt checks that ext is a well-formed run of binary ext
+// fields: key length (2 bytes), key, value length (4 bytes), value.
+func checkBinaryExt(ext []byte) error {
 	for len(ext) > 0 {
 		if len(ext) < 2 {
-			return nil, &FrameError{Reason: "binary ext field truncated in key length"}
+			return &FrameError{Reason: "binary ext field truncated in key length"}
 		}
 		kl := int(binary.BigEndian.Uint16(ext))
 		ext = ext[2:]
 		if kl > len(ext) {
-			return nil, &FrameError{Reason: "binary ext key longer than the header"}
+			return &FrameError{Reason: "binary ext key longer than the header"}
 		}
-		k := text(ext[:kl], base-len(ext))
 		ext = ext[kl:]
 		if len(ext) < 4 {
-			return nil, &FrameError{Reason: "binary ext field truncated in value length"}
+			return &FrameError{Reason: "binary ext field truncated in value length"}
 		}
 		vl := int(int32(binary.BigEndian.Uint32(ext)))
 		ext = ext[4:]
 		if vl < 0 || vl > len(ext) {
-			return nil, &FrameError{Reason: "binary ext value longer than the header"}
+			return &FrameError{Reason: "binary ext value longer than the header"}
 		}
-		all = append(all, [2]string{k, text(ext[:vl], base-len(ext))})
 		ext = ext[vl:]
 	}
-	cmd.ExtFields = make(map[string]string, len(all))
-	for _, kv := range all {
-		cmd.ExtFields[kv[0]] = kv[1]
+	return nil
+}
+
+// binaryExtFields yields the fields of ext, which checkBinaryExt accepted
+// (a malformed rest ends the sequence).
+func binaryExtFields[T string | []byte](ext T) func(yield func(k, v T) bool) {
+	return func(yield func(k, v T) bool) {
+		for len(ext) >= 2 {
+			kl := int(ext[0])<<8 | int(ext[1])
+			ext = ext[2:]
+			if kl+4 > len(ext) {
+				return
+			}
+			k := ext[:kl]
+			ext = ext[kl:]
+			vl := int(int32(uint32(ext[0])<<24 | uint32(ext[1])<<16 | uint32(ext[2])<<8 | uint32(ext[3])))
+			ext = ext[4:]
+			if vl < 0 || vl > len(ext) {
+				return
+			}
+			if !yield(k, ext[:vl]) {
+				return
+			}
+			ext = ext[vl:]
+		}
 	}
-	return cmd, nil
+}
+
+// binaryExtMap decodes well-formed binary ext fields into a map whose keys
+// and values are substrings of ext.
+func binaryExtMap(ext string) map[string]string {
+	n := 0
+	for range binaryExtFields(ext) {
+		n++
+	}
+	m := make(map[string]string, n)
+	for k, v := range binaryExtFields(ext) {
+		m[k] = v
+	}
+	return m
+}
+
+// binaryExtValue finds key in well-formed binary ext fields; a key sent
+// twice has its last value, as in the map.
+func binaryExtValue(ext, key string) (val string, found bool) {
+	for k, v := range binaryExtFields(ext) {
+		if k == key {
+			val, found = v, true
+		}
+	}
+	return val, found
 }
 
 // AppendFrame appends the whole wire frame of cmd (length field included),

@@ -302,7 +302,7 @@ func binaryHeaderFieldCuts() (header []byte, cuts map[string]int) {
 func TestCodecBinaryHeaderTruncated(t *testing.T) {
 	header, cuts := binaryHeaderFieldCuts()
 	testutil.Equal(t, len(header), 43)
-	if _, err := decodeBinaryHeader(header); err != nil {
+	if _, err := decodeBinaryHeader(header, false); err != nil {
 		t.Fatalf("the whole header must decode: %v", err)
 	}
 	for field, cut := range cuts {
@@ -336,7 +336,7 @@ func TestCodecBinaryLengthsOutOfRange(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := append([]byte(nil), base...)
 			mutate(h)
-			_, err := decodeBinaryHeader(h)
+			_, err := decodeBinaryHeader(h, false)
 			var fe *FrameError
 			if !errors.As(err, &fe) {
 				t.Fatalf("got %v, want a FrameError", err)

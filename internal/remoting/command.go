@@ -50,13 +50,19 @@ const Language = "GO"
 // A Command is not safe for concurrent mutation; once handed to a Conn it must
 // not be changed.
 type Command struct {
-	Code      int32
-	Language  string
-	Version   int32
-	Opaque    int32
-	Flag      int32
-	Remark    string
+	Code     int32
+	Language string
+	Version  int32
+	Opaque   int32
+	Flag     int32
+	Remark   string
+	// ExtFields are the ext fields. On a received command they may still
+	// be in their wire form (rawExt): read them with Ext or ExtValue, or
+	// call ExtMap before using this field.
 	ExtFields map[string]string
+	// rawExt is a received binary header's ext fields, not decoded yet
+	// (ExtMap decodes them into ExtFields); "" otherwise.
+	rawExt string
 	// Header, when set, writes the ext fields in place of ExtFields (which
 	// is then ignored when encoding): a typed header of a hot path that
 	// skips the map. Only on commands being sent; Ext does not see it.
@@ -95,14 +101,33 @@ func (c *Command) IsOneway() bool { return c.Flag&FlagOneway != 0 }
 
 // Ext returns the ext field k, or "" when absent.
 func (c *Command) Ext(k string) string {
-	if c.ExtFields == nil {
-		return ""
+	v, _ := c.ExtValue(k)
+	return v
+}
+
+// ExtValue returns the ext field k and whether it is present. Fields still
+// in their wire form are read where they are, without building the map.
+func (c *Command) ExtValue(k string) (string, bool) {
+	if c.rawExt != "" {
+		return binaryExtValue(c.rawExt, k)
 	}
-	return c.ExtFields[k]
+	v, ok := c.ExtFields[k]
+	return v, ok
+}
+
+// ExtMap returns the ext fields as a map, decoding them first if they are
+// still in their wire form; ExtFields holds the same map afterwards.
+func (c *Command) ExtMap() map[string]string {
+	if c.rawExt != "" {
+		c.ExtFields = binaryExtMap(c.rawExt)
+		c.rawExt = ""
+	}
+	return c.ExtFields
 }
 
 // SetExt sets the ext field k to v, allocating the map if needed.
 func (c *Command) SetExt(k, v string) {
+	c.ExtMap()
 	if c.ExtFields == nil {
 		c.ExtFields = make(map[string]string, 4)
 	}
@@ -117,5 +142,5 @@ func (c *Command) String() string {
 	} else if c.IsOneway() {
 		kind = "oneway"
 	}
-	return fmt.Sprintf("%s code=%d opaque=%d remark=%q ext=%v body=%dB", kind, c.Code, c.Opaque, c.Remark, c.ExtFields, len(c.Body))
+	return fmt.Sprintf("%s code=%d opaque=%d remark=%q ext=%v body=%dB", kind, c.Code, c.Opaque, c.Remark, c.ExtMap(), len(c.Body))
 }

@@ -234,8 +234,14 @@ func FuzzDecodeBinaryHeader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, header []byte) {
 		var cmd *Command
 		var err error
-		if n := allocatedDuring(func() { cmd, err = decodeBinaryHeader(header) }); n > fuzzAllocBudget+uint64(4*len(header)) {
+		if n := allocatedDuring(func() { cmd, err = decodeBinaryHeader(header, false) }); n > fuzzAllocBudget+uint64(4*len(header)) {
 			t.Fatalf("decoding a %d-byte header allocated %d bytes", len(header), n)
+		}
+		// The lazy decoding the read loop uses accepts exactly the same
+		// headers and gives the same fields, by lookup and as a map.
+		lazy, lazyErr := decodeBinaryHeader(header, true)
+		if (lazyErr == nil) != (err == nil) {
+			t.Fatalf("eager decode error %v, lazy decode error %v", err, lazyErr)
 		}
 		if err != nil {
 			var fe *FrameError
@@ -244,7 +250,18 @@ func FuzzDecodeBinaryHeader(f *testing.F) {
 			}
 			return
 		}
-		again, err := decodeBinaryHeader(appendBinaryHeader(nil, cmd))
+		for k, v := range cmd.ExtFields {
+			if got, ok := lazy.ExtValue(k); !ok || got != v {
+				t.Fatalf("lazy ExtValue(%q) = %q, %v; want %q", k, got, ok, v)
+			}
+		}
+		if m := lazy.ExtMap(); len(m) != len(cmd.ExtFields) {
+			t.Fatalf("lazy ExtMap has %d fields, want %d", len(m), len(cmd.ExtFields))
+		}
+		if err := equalCommand(lazy, cmd); err != nil {
+			t.Fatalf("lazy decode differs once mapped: %v", err)
+		}
+		again, err := decodeBinaryHeader(appendBinaryHeader(nil, cmd), false)
 		if err != nil {
 			t.Fatalf("re-encoded header does not decode: %v", err)
 		}

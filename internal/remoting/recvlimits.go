@@ -159,7 +159,9 @@ func (c *Conn) readFrame() (*Command, error) {
 		}
 		return nil, err
 	}
-	return DecodeFrame(frame)
+	// Binary ext fields stay undecoded until a receiver needs the map: see
+	// Command.ExtMap and where the read loop hands commands on.
+	return decodeFrame(frame, true)
 }
 
 // refuseOversized answers a request whose frame declares n bytes, more

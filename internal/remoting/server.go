@@ -209,6 +209,9 @@ func (s *Server) serveConn(nc net.Conn) {
 		budget:       s.budget,
 		dispatch: func(c *Conn, req *Command) {
 			h, inline, batch := s.handler(req.Code)
+			if batch == nil || !batch.RawExt {
+				req.ExtMap() // handlers read ExtFields
+			}
 			if c.batch != batch {
 				// Complete the open batch before anything else runs.
 				c.endBatch()
