@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 )
 
 // The map-free encoding of a send's properties must give the very string
@@ -36,5 +37,28 @@ func TestEncodePropertiesAllocatesOnce(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { m.encodeProperties("7F0000010001000000000000000000A1") })
 	if allocs != 1 {
 		t.Fatalf("encodeProperties: %v allocations, want 1", allocs)
+	}
+}
+
+// The SDK's part of a send, from the message to the encoded frame: the
+// outgoing send, its UNIQ_KEY, its properties and the request command.
+// (The answer adds the decoded command, its ext string, the SendResult,
+// and the asyncAttempt and call records: see docs/benchmarks.md.)
+func TestSendEncodingAllocationBudget(t *testing.T) {
+	const budget = 4
+	s := &sender{group: "pg", maxSize: protocol.DefaultMaxMessageSize, compressThreshold: 4096}
+	q := writeQueue{broker: &brokerInfo{name: "broker-a", addrs: map[int64]string{protocol.MasterID: "127.0.1.1:10911"}}, queueID: 2}
+	msgs := []*Message{{Topic: "BenchTopic", Tags: "TagA", Keys: []string{"bench-1"}, Body: make([]byte, 1024)}}
+	buf := make([]byte, 0, 4096)
+	now := time.Now()
+	allocs := testing.AllocsPerRun(200, func() {
+		out, err := s.prepare(msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf = remoting.AppendFrame(buf[:0], sendRequestAt(out, q, true, now))
+	})
+	if allocs > budget {
+		t.Fatalf("preparing and encoding a send: %v allocations, budget %d", allocs, budget)
 	}
 }
