@@ -25,6 +25,12 @@ type ExtReader struct {
 	// cmd, when set, is read in place of ext: a received command whose
 	// fields may still be in their wire form (remoting.Command.ExtValue).
 	cmd *remoting.Command
+	// slots, when useSlots, is read in place of both: a send header's
+	// fields gathered in one pass over the wire form (sendSlots). Held by
+	// value: a pointer would make escape analysis move the slots to the
+	// heap, as the values read flow into the header.
+	slots    sendSlots
+	useSlots bool
 	// short, when set, maps the field names asked for to the keys they
 	// are sent under (SEND_MESSAGE_V2's a–n); errors still name the field.
 	short map[string]string
@@ -54,7 +60,9 @@ func (r *ExtReader) get(key string, required bool) (string, bool) {
 	}
 	var v string
 	var ok bool
-	if r.cmd != nil {
+	if r.useSlots {
+		v, ok = r.slots.get(key)
+	} else if r.cmd != nil {
 		v, ok = r.cmd.ExtValue(wire)
 	} else {
 		v, ok = r.ext[wire]

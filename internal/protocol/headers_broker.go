@@ -68,9 +68,93 @@ func (h *SendMessageRequestHeader) SetExt(ext map[string]string) error {
 }
 
 // ReadCommand fills the header from cmd's ext fields as SetExt does,
-// without decoding them into a map when they are still in their wire form.
+// without decoding them into a map when they are still in their wire form:
+// one pass over them files each value under its field (sendSlots).
 func (h *SendMessageRequestHeader) ReadCommand(cmd *remoting.Command) error {
+	if raw, ok := cmd.RawExt(); ok {
+		r := ExtReader{useSlots: true}
+		r.slots.fill(raw, false)
+		return h.setExt(&r)
+	}
 	return h.setExt(&ExtReader{cmd: cmd})
+}
+
+// sendSlots holds a send header's fields as found on the wire, numbered as
+// sendV2Keys orders them; a key sent twice keeps its last value, as a map
+// would.
+type sendSlots struct {
+	vals [len(sendV2Keys)]string
+	have uint32
+}
+
+// fill files the ROCKETMQ-encoded fields of raw under their slots: long
+// keys, or with short SEND_MESSAGE_V2's a–n. Other keys are ignored, as
+// setExt ignores them.
+func (s *sendSlots) fill(raw string, short bool) {
+	for {
+		k, v, rest, ok := remoting.NextBinaryExt(raw)
+		if !ok {
+			return
+		}
+		raw = rest
+		i := -1
+		if short {
+			if len(k) == 1 && k[0] >= 'a' && int(k[0]-'a') < len(sendV2Keys) {
+				i = int(k[0] - 'a')
+			}
+		} else {
+			i = sendSlot(k)
+		}
+		if i >= 0 {
+			s.vals[i] = v
+			s.have |= 1 << i
+		}
+	}
+}
+
+// get returns the field under its long key.
+func (s *sendSlots) get(long string) (string, bool) {
+	i := sendSlot(long)
+	if i < 0 || s.have&(1<<i) == 0 {
+		return "", false
+	}
+	return s.vals[i], true
+}
+
+// sendSlot is the slot of a send header's long key (sendV2Keys order), or
+// -1.
+func sendSlot(long string) int {
+	switch long {
+	case "producerGroup":
+		return 0
+	case "topic":
+		return 1
+	case "defaultTopic":
+		return 2
+	case "defaultTopicQueueNums":
+		return 3
+	case "queueId":
+		return 4
+	case "sysFlag":
+		return 5
+	case "bornTimestamp":
+		return 6
+	case "flag":
+		return 7
+	case "properties":
+		return 8
+	case "reconsumeTimes":
+		return 9
+	case "unitMode":
+		return 10
+	case "maxReconsumeTimes":
+		return 11
+	case "batch":
+		return 12
+	case "bname":
+		return 13
+	}
+	return -1
 }
 
 // setExt reads the fields through r, which knows the keys they are under.
@@ -141,6 +225,11 @@ func (h *SendMessageRequestHeaderV2) SetExt(ext map[string]string) error {
 // ReadCommand is SetExt over cmd's ext fields (see
 // SendMessageRequestHeader.ReadCommand).
 func (h *SendMessageRequestHeaderV2) ReadCommand(cmd *remoting.Command) error {
+	if raw, ok := cmd.RawExt(); ok {
+		r := ExtReader{useSlots: true}
+		r.slots.fill(raw, true)
+		return h.read(&r)
+	}
 	return h.read(&ExtReader{cmd: cmd, short: sendV2ShortKey})
 }
 

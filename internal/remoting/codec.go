@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -70,6 +71,12 @@ func ReadFrame(r *bufio.Reader, maxFrame int) (*Command, error) {
 // aliases frame.
 func DecodeFrame(frame []byte) (*Command, error) {
 	return decodeFrame(frame, false)
+}
+
+// DecodeFrameRawExt is DecodeFrame as a connection's read loop decodes: a
+// binary header's ext fields are left in their wire form (RawExt).
+func DecodeFrameRawExt(frame []byte) (*Command, error) {
+	return decodeFrame(frame, true)
 }
 
 // decodeFrame is DecodeFrame; with lazyExt, the ext fields of a binary
@@ -267,9 +274,10 @@ func decodeBinaryHeader(b []byte, lazyExt bool) (*Command, error) {
 	}
 	// A large one is copied field by field so a retained value cannot pin
 	// it.
-	cmd.ExtFields = make(map[string]string)
-	for k, v := range binaryExtFields(ext) {
-		cmd.ExtFields[string(k)] = string(v)
+	m := binaryExtMap(string(ext))
+	cmd.ExtFields = make(map[string]string, len(m))
+	for k, v := range m {
+		cmd.ExtFields[strings.Clone(k)] = strings.Clone(v)
 	}
 	return cmd, nil
 }
@@ -300,54 +308,65 @@ func checkBinaryExt(ext []byte) error {
 	return nil
 }
 
-// binaryExtFields yields the fields of ext, which checkBinaryExt accepted
-// (a malformed rest ends the sequence).
-func binaryExtFields[T string | []byte](ext T) func(yield func(k, v T) bool) {
-	return func(yield func(k, v T) bool) {
-		for len(ext) >= 2 {
-			kl := int(ext[0])<<8 | int(ext[1])
-			ext = ext[2:]
-			if kl+4 > len(ext) {
-				return
-			}
-			k := ext[:kl]
-			ext = ext[kl:]
-			vl := int(int32(uint32(ext[0])<<24 | uint32(ext[1])<<16 | uint32(ext[2])<<8 | uint32(ext[3])))
-			ext = ext[4:]
-			if vl < 0 || vl > len(ext) {
-				return
-			}
-			if !yield(k, ext[:vl]) {
-				return
-			}
-			ext = ext[vl:]
-		}
-	}
-}
-
 // binaryExtMap decodes well-formed binary ext fields into a map whose keys
 // and values are substrings of ext.
 func binaryExtMap(ext string) map[string]string {
 	n := 0
-	for range binaryExtFields(ext) {
-		n++
+	for rest := ext; ; n++ {
+		var ok bool
+		if _, _, rest, ok = NextBinaryExt(rest); !ok {
+			break
+		}
 	}
 	m := make(map[string]string, n)
-	for k, v := range binaryExtFields(ext) {
+	for {
+		k, v, rest, ok := NextBinaryExt(ext)
+		if !ok {
+			return m
+		}
 		m[k] = v
+		ext = rest
 	}
-	return m
 }
 
 // binaryExtValue finds key in well-formed binary ext fields; a key sent
-// twice has its last value, as in the map.
+// twice has its last value, as in the map. A plain loop: this runs for
+// every field a handler reads.
 func binaryExtValue(ext, key string) (val string, found bool) {
-	for k, v := range binaryExtFields(ext) {
+	for {
+		k, v, rest, ok := NextBinaryExt(ext)
+		if !ok {
+			return val, found
+		}
 		if k == key {
 			val, found = v, true
 		}
+		ext = rest
 	}
-	return val, found
+}
+
+// RawExt returns the command's ext fields still in their ROCKETMQ wire
+// form, for a reader that walks them once with NextBinaryExt; ok is false
+// when they were decoded into ExtFields (or there are none).
+func (c *Command) RawExt() (raw string, ok bool) { return c.rawExt, c.rawExt != "" }
+
+// NextBinaryExt splits the first field off ext, a run of fields in the
+// ROCKETMQ binary encoding as RawExt returns it; ok is false at the end.
+func NextBinaryExt(ext string) (key, val, rest string, ok bool) {
+	if len(ext) < 2 {
+		return "", "", "", false
+	}
+	kl := int(ext[0])<<8 | int(ext[1])
+	if 2+kl+4 > len(ext) {
+		return "", "", "", false
+	}
+	key = ext[2 : 2+kl]
+	ext = ext[2+kl:]
+	vl := int(int32(uint32(ext[0])<<24 | uint32(ext[1])<<16 | uint32(ext[2])<<8 | uint32(ext[3])))
+	if vl < 0 || 4+vl > len(ext) {
+		return "", "", "", false
+	}
+	return key, ext[4 : 4+vl], ext[4+vl:], true
 }
 
 // AppendFrame appends the whole wire frame of cmd (length field included),
