@@ -143,3 +143,30 @@ func BenchmarkConsumeQueueRead(b *testing.B) {
 		})
 	}
 }
+
+// Pull-sized reads (32 records) of one queue of a topic whose four queues
+// were written in turn, as a producer spreading its sends writes them: the
+// records of one queue lie between the other queues' records.
+func BenchmarkGetMessagesInterleaved(b *testing.B) {
+	s := benchStore(b, FlushAsync)
+	const queues, perQueue = 4, 5_000
+	for i := 0; i < queues*perQueue; i++ {
+		if _, err := s.PutMessage(context.Background(), benchMessage(int32(i%queues), i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.SetBytes(32 * 1024)
+	b.ResetTimer()
+	off := int64(0)
+	for i := 0; i < b.N; i++ {
+		res := s.GetMessages("BenchTopic", 0, off, 32, 0, nil)
+		if res.Status != Found || len(res.Messages) != 32 {
+			b.Fatalf("status %v, %d messages at %d", res.Status, len(res.Messages), off)
+		}
+		off = res.NextBeginOffset
+		if off >= perQueue-32 {
+			off = 0
+		}
+	}
+}
