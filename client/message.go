@@ -272,9 +272,11 @@ func decodeMessages(body []byte, b *brokerInfo) ([]*MessageExt, error) {
 			return out, err
 		}
 		body = body[size:]
-		ext := &MessageExt{}
+		var ext *MessageExt
 		if i < len(slab) {
 			ext = &slab[i]
+		} else {
+			ext = new(MessageExt) // a record countRecords did not see: decoding fails below
 		}
 		if err := fillFromStored(ext, &m, b, &hosts); err != nil {
 			return out, err

@@ -75,7 +75,7 @@ func (s *Store) GetMessagesInto(buf []byte, topic string, queueID int32, offset 
 
 	res.Status = NoMatchedMessage
 	clMin := s.cl.minOffset()
-	var picked []cqEntry
+	picked := make([]cqEntry, 0, min(maxNums, scanChunkEntries)) // one allocation, not one per doubling
 	limit := int64(max(maxScanEntries, maxNums))
 	chunk := make([]byte, scanChunkEntries*cqEntrySize)
 	pos, total := offset, 0
