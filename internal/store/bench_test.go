@@ -144,9 +144,10 @@ func BenchmarkConsumeQueueRead(b *testing.B) {
 	}
 }
 
-// Pull-sized reads (32 records) of one queue of a topic whose four queues
-// were written in turn, as a producer spreading its sends writes them: the
-// records of one queue lie between the other queues' records.
+// Pull-sized reads (32 records) of a topic whose four queues were written in
+// turn, as a producer spreading its sends writes them: the records of one
+// queue lie between the other queues' records. The queues are read in turn,
+// as their consumers' pulls come.
 func BenchmarkGetMessagesInterleaved(b *testing.B) {
 	s := benchStore(b, FlushAsync)
 	const queues, perQueue = 4, 5_000
@@ -158,15 +159,16 @@ func BenchmarkGetMessagesInterleaved(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(32 * 1024)
 	b.ResetTimer()
-	off := int64(0)
+	var next [queues]int64
 	for i := 0; i < b.N; i++ {
-		res := s.GetMessages("BenchTopic", 0, off, 32, 0, nil)
+		q := int32(i % queues)
+		res := s.GetMessages("BenchTopic", q, next[q], 32, 0, nil)
 		if res.Status != Found || len(res.Messages) != 32 {
-			b.Fatalf("status %v, %d messages at %d", res.Status, len(res.Messages), off)
+			b.Fatalf("status %v, %d messages at %d", res.Status, len(res.Messages), next[q])
 		}
-		off = res.NextBeginOffset
-		if off >= perQueue-32 {
-			off = 0
+		next[q] = res.NextBeginOffset
+		if next[q] >= perQueue-32 {
+			next[q] = 0
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sync"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 )
@@ -152,27 +151,17 @@ func (s *Store) takeVerified(res *GetResult, q *consumeQueue, from int64, picked
 	}
 }
 
-// coalesceGap is the most bytes of other records readRecords reads over to
-// fetch two records with one ReadAt. A system call costs about as much as
-// copying tens of KiB from the page cache, so reading over the records of
-// the other queues written in between (a producer spreading its sends over
-// a topic's queues interleaves them) is cheaper than a read per record.
+// coalesceGap is the most bytes of other records between two records that
+// readRecords still reads as one run: a run of adjacent records with one
+// ReadAt, a run with gaps through the read cache (readcache.go), whose
+// blocks the other queues' pulls then copy their records from. Records
+// farther apart are read one by one.
 const coalesceGap = 16 << 10
-
-// maxPooledScratch is the largest read-over buffer kept for reuse.
-const maxPooledScratch = 1 << 20
-
-// scratchBuffers hold the spans read over other queues' records, from which
-// the wanted records are copied out; reused so a pull allocates nothing for
-// them.
-var scratchBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // readRecords reads the records of entries back to back into buf (a new
 // buffer if buf's capacity is too small) and returns the filled buffer and
 // each entry's record in it, its capacity cut at its end so it is safe to
-// keep or append to; nil when it cannot be read (deleted under us). Records
-// lying close together in one segment are fetched with one ReadAt: straight
-// into buf when they are adjacent, else through a scratch span.
+// keep or append to; nil when it cannot be read (deleted under us).
 func (s *Store) readRecords(buf []byte, entries []cqEntry) ([]byte, [][]byte) {
 	total := 0
 	for _, e := range entries {
@@ -203,13 +192,22 @@ func (s *Store) readRecords(buf []byte, entries []cqEntry) ([]byte, [][]byte) {
 		var err error
 		if adjacent {
 			err = s.cl.readInto(buf[pos:pos+int(end-first.phys)], first.phys)
-		} else {
-			err = s.readSpan(buf[pos:], entries[i:j], first.phys, end)
 		}
 		for k := i; k < j; k++ {
 			e := entries[k]
 			rec := buf[pos : pos+int(e.size) : pos+int(e.size)]
-			if err == nil || s.cl.readInto(rec, e.phys) == nil {
+			var ok bool
+			if adjacent {
+				ok = err == nil
+			} else {
+				ok = s.reads.readInto(s.cl, rec, e.phys) == nil
+			}
+			if !ok {
+				// The run could not be read (a segment deleted under us):
+				// what is left of it, record by record.
+				ok = s.cl.readInto(rec, e.phys) == nil
+			}
+			if ok {
 				out[k] = rec
 			}
 			pos += int(e.size)
@@ -217,30 +215,6 @@ func (s *Store) readRecords(buf []byte, entries []cqEntry) ([]byte, [][]byte) {
 		i = j
 	}
 	return buf, out
-}
-
-// readSpan reads the commit log from phys to end in one ReadAt and copies
-// the records of entries (which lie in it, ascending) back to back to dst.
-func (s *Store) readSpan(dst []byte, entries []cqEntry, phys, end int64) error {
-	sp := scratchBuffers.Get().(*[]byte)
-	defer func() {
-		if cap(*sp) <= maxPooledScratch {
-			scratchBuffers.Put(sp)
-		}
-	}()
-	if int64(cap(*sp)) < end-phys {
-		*sp = make([]byte, end-phys)
-	}
-	span := (*sp)[:end-phys]
-	if err := s.cl.readInto(span, phys); err != nil {
-		return err
-	}
-	pos := 0
-	for _, e := range entries {
-		off := e.phys - phys
-		pos += copy(dst[pos:], span[off:off+int64(e.size)])
-	}
-	return nil
 }
 
 // storeTimeOf reads the STORETIMESTAMP of the record at phys.
