@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 )
 
 // The broker requests consumers and the admin make. Each goes to one
@@ -93,7 +94,14 @@ func (c *core) pull(ctx context.Context, b *brokerInfo, pr pullRequest, timeout 
 		ExpressionType:       pr.sub.data.ExpressionType,
 		BrokerName:           b.name,
 	}
-	resp, err := c.invoke(ctx, addr, request(protocol.PullMessage, h.Ext(), nil), timeout)
+	var req *remoting.Command
+	if c.cfg.AccessKey == "" {
+		req = request(protocol.PullMessage, nil, nil)
+		req.Header = &h // written straight into the frame: no map per pull
+	} else {
+		req = request(protocol.PullMessage, h.Ext(), nil) // signed over the map
+	}
+	resp, err := c.invoke(ctx, addr, req, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +134,10 @@ func (c *core) pull(ctx context.Context, b *brokerInfo, pr pullRequest, timeout 
 	// Brokers filter by tag code; codes can collide, so filter by the tag
 	// itself again, as RocketMQ clients do.
 	kept := msgs[:0]
+	minOff, maxOff := strconv.FormatInt(res.MinOffset, 10), strconv.FormatInt(res.MaxOffset, 10)
 	for _, m := range msgs {
-		m.Properties[protocol.PropertyMinOffset] = strconv.FormatInt(res.MinOffset, 10)
-		m.Properties[protocol.PropertyMaxOffset] = strconv.FormatInt(res.MaxOffset, 10)
+		m.Properties[protocol.PropertyMinOffset] = minOff
+		m.Properties[protocol.PropertyMaxOffset] = maxOff
 		if pr.sub.match(m.Tags) {
 			kept = append(kept, m)
 		}

@@ -80,7 +80,7 @@ type Handler func(ctx context.Context, msgs []*MessageExt) ConsumeResult
 const (
 	DefaultConsumeGoroutines    = 20
 	DefaultConsumeBatchSize     = 1
-	DefaultPullBatchSize        = 32
+	DefaultPullBatchSize        = 128
 	DefaultMaxCachedMessages    = 1000
 	DefaultMaxReconsumeTimes    = 16
 	DefaultHeartbeatInterval    = 1 * time.Second
@@ -125,7 +125,10 @@ type ConsumerConfig struct {
 	ConsumeBatchSize int
 
 	// PullBatchSize is the most messages one pull asks for. Zero means
-	// DefaultPullBatchSize (32).
+	// DefaultPullBatchSize (128; RocketMQ's clients default to 32): each
+	// pull costs both sides a round trip and a few system calls whatever
+	// it carries, so larger batches cut the CPU per consumed message by
+	// about a quarter (docs/client.md). The broker answers at most 256.
 	PullBatchSize int
 
 	// MaxCachedMessages is how many pulled but unconsumed messages one queue

@@ -3,8 +3,10 @@ package client
 import (
 	"bytes"
 	"compress/zlib"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +26,9 @@ type Message struct {
 	Keys []string
 	// Body is the payload; it must not be empty. Bodies of CompressThreshold
 	// bytes or more travel zlib-compressed and are decompressed on receipt.
+	// A received (uncompressed) Body shares the buffer of the pull answer
+	// that carried it, with the other messages of that batch: copy it to
+	// keep a few bytes of it for long.
 	Body []byte
 	// Properties are user properties. Names must not contain the bytes 0x01
 	// or 0x02, and must not be RocketMQ's system names (KEYS, TAGS, ...).
@@ -250,17 +255,30 @@ func decompressBody(body []byte, limit int) ([]byte, error) {
 }
 
 // decodeMessages decodes a pull response body into messages stamped with
-// the broker they came from.
+// the broker they came from. It allocates per batch what the batch's
+// messages share: the MessageExt values (one slice), and the strings of
+// hosts seen before in the batch; bodies alias body.
 func decodeMessages(body []byte, b *brokerInfo) ([]*MessageExt, error) {
-	var out []*MessageExt
-	for len(body) > 0 {
-		m, n, err := protocol.DecodeStoredMessage(body, true, false)
+	n := countRecords(body)
+	out := make([]*MessageExt, 0, n)
+	slab := make([]MessageExt, n)
+	var (
+		m     protocol.MessageExt // reused: its fields are copied out
+		hosts hostStrings
+	)
+	for i := 0; len(body) > 0; i++ {
+		size, err := protocol.DecodeStoredMessageInto(&m, body, false, false)
 		if err != nil {
 			return out, err
 		}
-		body = body[n:]
-		ext, err := messageFromStored(m, b)
-		if err != nil {
+		body = body[size:]
+		var ext *MessageExt
+		if i < len(slab) {
+			ext = &slab[i]
+		} else {
+			ext = new(MessageExt) // a record countRecords did not see: decoding fails below
+		}
+		if err := fillFromStored(ext, &m, b, &hosts); err != nil {
 			return out, err
 		}
 		out = append(out, ext)
@@ -268,17 +286,54 @@ func decodeMessages(body []byte, b *brokerInfo) ([]*MessageExt, error) {
 	return out, nil
 }
 
-// messageFromStored converts a decoded stored record into a MessageExt.
-func messageFromStored(m *protocol.MessageExt, b *brokerInfo) (*MessageExt, error) {
+// countRecords counts the stored records in body by their size fields,
+// stopping at the first that does not fit (decoding reports it).
+func countRecords(body []byte) int {
+	n := 0
+	for len(body) >= 4 {
+		size := int(int32(binary.BigEndian.Uint32(body)))
+		if size <= 0 || size > len(body) {
+			break
+		}
+		body = body[size:]
+		n++
+	}
+	return n
+}
+
+// hostStrings renders the born and store hosts of a batch's messages once
+// each: a batch mostly comes from one broker and few producers.
+type hostStrings struct {
+	addrs [4]netip.AddrPort
+	strs  [4]string
+	n     int
+}
+
+func (h *hostStrings) String(a netip.AddrPort) string {
+	for i := range h.n {
+		if h.addrs[i] == a {
+			return h.strs[i]
+		}
+	}
+	s := a.String()
+	if h.n < len(h.addrs) {
+		h.addrs[h.n], h.strs[h.n] = a, s
+		h.n++
+	}
+	return s
+}
+
+// fillFromStored sets *ext from a decoded stored record.
+func fillFromStored(ext *MessageExt, m *protocol.MessageExt, b *brokerInfo, hosts *hostStrings) error {
 	body := m.Body
 	if m.SysFlag&protocol.SysFlagCompressed != 0 {
 		var err error
 		if body, err = decompressBody(body, 4*protocol.DefaultMaxMessageSize); err != nil {
-			return nil, fmt.Errorf("zonemq client: message at %s#%d offset %d: body: %w", m.Topic, m.QueueID, m.QueueOffset, err)
+			return fmt.Errorf("zonemq client: message at %s#%d offset %d: body: %w", m.Topic, m.QueueID, m.QueueOffset, err)
 		}
 	}
 	props := protocol.ParseProperties(m.Properties)
-	ext := &MessageExt{
+	*ext = MessageExt{
 		Message: Message{
 			Topic:      m.Topic,
 			Tags:       props[protocol.PropertyTags],
@@ -291,8 +346,8 @@ func messageFromStored(m *protocol.MessageExt, b *brokerInfo) (*MessageExt, erro
 		QueueOffset:     m.QueueOffset,
 		StoreTimestamp:  time.UnixMilli(m.StoreTimestamp),
 		BornTimestamp:   time.UnixMilli(m.BornTimestamp),
-		BornHost:        m.BornHost.String(),
-		StoreHost:       m.StoreHost.String(),
+		BornHost:        hosts.String(m.BornHost),
+		StoreHost:       hosts.String(m.StoreHost),
 		ReconsumeTimes:  int(m.ReconsumeTimes),
 		CommitLogOffset: m.CommitLogOffset,
 		SysFlag:         m.SysFlag,
@@ -307,5 +362,5 @@ func messageFromStored(m *protocol.MessageExt, b *brokerInfo) (*MessageExt, erro
 	if b != nil {
 		ext.BrokerName, ext.BrokerAddr, ext.IDC = b.name, b.readAddr(), b.idc
 	}
-	return ext, nil
+	return nil
 }

@@ -109,8 +109,9 @@ func (pc *PullConsumer) FetchQueues(ctx context.Context, topic string) ([]Messag
 	return out, nil
 }
 
-// Pull reads up to maxNums messages of mq from offset, without waiting for
-// new ones. Continue at the result's NextBeginOffset.
+// Pull reads up to maxNums messages of mq from offset (maxNums <= 0:
+// DefaultPullBatchSize), without waiting for new ones. Continue at the
+// result's NextBeginOffset.
 func (pc *PullConsumer) Pull(ctx context.Context, mq MessageQueue, offset int64, maxNums int) (*PullResult, error) {
 	if err := pc.c.running(); err != nil {
 		return nil, err

@@ -149,6 +149,9 @@ func (h *pullHolder) answer(pp *parkedPull, woken bool) {
 		if err := pp.conn.Respond(resp); err != nil {
 			h.s.logger.Debug("answering a parked pull failed", "peer", pp.conn.RemoteAddr(), "err", err)
 		}
+		if resp.Encoded != nil {
+			resp.Encoded() // its body buffer goes back to the pool
+		}
 	}
 }
 

@@ -89,7 +89,12 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 	if h.MaxMsgBytes > 0 {
 		maxBytes = min(maxBytes, int(h.MaxMsgBytes))
 	}
-	res := filterBySQL(s.store.GetMessages(h.Topic, h.QueueID, h.QueueOffset, n, maxBytes, tags), sql)
+	buf := getPullBuffer()
+	res := filterBySQL(s.store.GetMessagesInto(*buf, h.Topic, h.QueueID, h.QueueOffset, n, maxBytes, tags), sql)
+	if res.Status != store.Found {
+		putPullBuffer(buf) // no body to send from it
+		buf = nil
+	}
 	if res.Status == store.MessageCorrupt {
 		return corruptPullResponse(req, h, res)
 	}
@@ -112,7 +117,12 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 		}
 	}
 	s.metrics.pulled(p, code, res)
-	return pullResponse(req, code, res)
+	answer := pullResponse(req, code, &res)
+	if buf != nil && answer.Body != nil {
+		*buf = answer.Body
+		answer.Encoded = func() { putPullBuffer(buf) }
+	}
+	return answer
 }
 
 // pullFilter resolves the subscription that filters the pull: the request's
@@ -198,26 +208,18 @@ func pullCode(st store.GetStatus, offset int64) protocol.ResponseCode {
 }
 
 // pullResponse builds a pull answer: the four offsets always, the store
-// status as remark, and on SUCCESS the stored records back to back.
-func pullResponse(req *remoting.Command, code protocol.ResponseCode, res store.GetResult) *remoting.Command {
+// status as remark, and on SUCCESS the stored records back to back (the
+// buffer the store read them into, when nothing was filtered out after).
+func pullResponse(req *remoting.Command, code protocol.ResponseCode, res *store.GetResult) *remoting.Command {
 	resp := remoting.NewResponse(req, int32(code), res.Status.String())
-	rh := protocol.PullMessageResponseHeader{
+	resp.Header = &protocol.PullMessageResponseHeader{
 		SuggestWhichBrokerID: protocol.MasterID,
 		NextBeginOffset:      res.NextBeginOffset,
 		MinOffset:            res.MinOffset,
 		MaxOffset:            res.MaxOffset,
 	}
-	resp.ExtFields = rh.Ext()
 	if code == protocol.Success {
-		n := 0
-		for _, m := range res.Messages {
-			n += len(m)
-		}
-		body := make([]byte, 0, n)
-		for _, m := range res.Messages {
-			body = append(body, m...)
-		}
-		resp.Body = body
+		resp.Body = res.Body()
 	}
 	return resp
 }

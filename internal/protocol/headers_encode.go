@@ -2,7 +2,7 @@ package protocol
 
 import "github.com/zonemq/zonemq/internal/remoting"
 
-// The send path's headers written straight into frames (remoting.ExtHeader):
+// The send and pull paths' headers written straight into frames (remoting.ExtHeader):
 // the same fields as their Ext methods, without a map. Keep each in step
 // with its Ext: TestHeadersEncodeExtMatchExt compares them.
 
@@ -52,4 +52,31 @@ func (h *SendMessageResponseHeader) EncodeExt(e *remoting.ExtEncoder) {
 	if h.BrokerEpoch != 0 {
 		e.Int(ExtBrokerEpoch, h.BrokerEpoch)
 	}
+}
+
+// EncodeExt writes the header as Ext does.
+func (h *PullMessageRequestHeader) EncodeExt(e *remoting.ExtEncoder) {
+	e.Str("consumerGroup", h.ConsumerGroup)
+	e.Str("topic", h.Topic)
+	e.Int("queueId", int64(h.QueueID))
+	e.Int("queueOffset", h.QueueOffset)
+	e.Int("maxMsgNums", int64(h.MaxMsgNums))
+	e.Int("sysFlag", int64(h.SysFlag))
+	e.Int("commitOffset", h.CommitOffset)
+	e.Int("suspendTimeoutMillis", h.SuspendTimeoutMillis)
+	e.Str("subscription", h.Subscription)
+	e.Int("subVersion", h.SubVersion)
+	e.OptStr("expressionType", h.ExpressionType)
+	e.OptStr("bname", h.BrokerName)
+	if h.MaxMsgBytes != 0 {
+		e.Int("maxMsgBytes", int64(h.MaxMsgBytes))
+	}
+}
+
+// EncodeExt writes the header as Ext does.
+func (h *PullMessageResponseHeader) EncodeExt(e *remoting.ExtEncoder) {
+	e.Int("suggestWhichBrokerId", h.SuggestWhichBrokerID)
+	e.Int("nextBeginOffset", h.NextBeginOffset)
+	e.Int("minOffset", h.MinOffset)
+	e.Int("maxOffset", h.MaxOffset)
 }

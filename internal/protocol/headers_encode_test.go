@@ -22,6 +22,12 @@ func TestHeadersEncodeExtMatchExt(t *testing.T) {
 	noName.BrokerName, noName.maxReconsumeTimesAbsent, noName.MaxReconsumeTimes = "", false, 16
 	absent := send
 	absent.maxReconsumeTimesAbsent = true
+	pull := PullMessageRequestHeader{
+		ConsumerGroup: "cg", Topic: "T", QueueID: 2, QueueOffset: 1234, MaxMsgNums: 32, SysFlag: 6,
+		CommitOffset: 1200, SuspendTimeoutMillis: 15000, Subscription: "*", SubVersion: 1_700_000_000_000,
+	}
+	pullAll := pull
+	pullAll.ExpressionType, pullAll.BrokerName, pullAll.MaxMsgBytes = ExpressionTypeTag, "broker-a", 1<<20
 	cases := []struct {
 		name string
 		h    remoting.ExtHeader
@@ -35,6 +41,10 @@ func TestHeadersEncodeExtMatchExt(t *testing.T) {
 		{"send response", &SendMessageResponseHeader{MsgID: "AB", QueueID: 1, QueueOffset: 99, TransactionID: "u", MsgRegion: "r", TraceOn: true, BrokerEpoch: 3},
 			(&SendMessageResponseHeader{MsgID: "AB", QueueID: 1, QueueOffset: 99, TransactionID: "u", MsgRegion: "r", TraceOn: true, BrokerEpoch: 3}).Ext()},
 		{"send response without transaction", &SendMessageResponseHeader{MsgID: "AB"}, (&SendMessageResponseHeader{MsgID: "AB"}).Ext()},
+		{"pull", &pull, pull.Ext()},
+		{"pull with max bytes and broker name", &pullAll, pullAll.Ext()},
+		{"pull response", &PullMessageResponseHeader{NextBeginOffset: 32, MinOffset: 1, MaxOffset: 99},
+			(&PullMessageResponseHeader{NextBeginOffset: 32, MinOffset: 1, MaxOffset: 99}).Ext()},
 	}
 	for _, c := range cases {
 		for _, ser := range []remoting.SerializeType{remoting.SerializeJSON, remoting.SerializeRocketMQ} {

@@ -147,22 +147,35 @@ const (
 // and returns it with its length. Body aliases b unless copyBody is set.
 // The body CRC is verified when verifyCRC is set.
 func DecodeStoredMessage(b []byte, copyBody, verifyCRC bool) (*MessageExt, int, error) {
+	m := &MessageExt{}
+	n, err := DecodeStoredMessageInto(m, b, copyBody, verifyCRC)
+	if err != nil {
+		return nil, 0, err
+	}
+	return m, n, nil
+}
+
+// DecodeStoredMessageInto is DecodeStoredMessage decoding into *m (every
+// field set), so a caller decoding many records can reuse one MessageExt:
+// a topic equal to m's previous Topic reuses that string.
+func DecodeStoredMessageInto(m *MessageExt, b []byte, copyBody, verifyCRC bool) (int, error) {
+	prevTopic := m.Topic
 	if len(b) < 8 {
-		return nil, 0, ErrShortRecord
+		return 0, ErrShortRecord
 	}
 	size := int(int32(binary.BigEndian.Uint32(b)))
 	magic := binary.BigEndian.Uint32(b[4:])
 	if magic != MessageMagicV1 && magic != MessageMagicV2 {
-		return nil, 0, fmt.Errorf("protocol: bad stored-message magic %#x", magic)
+		return 0, fmt.Errorf("protocol: bad stored-message magic %#x", magic)
 	}
 	if size < storedFixedV4Len || size > len(b) {
 		if size > len(b) && size >= storedFixedV4Len {
-			return nil, 0, ErrShortRecord
+			return 0, ErrShortRecord
 		}
-		return nil, 0, fmt.Errorf("protocol: stored-message size %d is invalid", size)
+		return 0, fmt.Errorf("protocol: stored-message size %d is invalid", size)
 	}
 	r := reader{b: b[:size], off: 8}
-	m := &MessageExt{StoreSize: int32(size)}
+	*m = MessageExt{StoreSize: int32(size)}
 	m.BodyCRC = r.u32()
 	m.QueueID = int32(r.u32())
 	m.Flag = int32(r.u32())
@@ -183,24 +196,28 @@ func DecodeStoredMessage(b []byte, copyBody, verifyCRC bool) (*MessageExt, int, 
 	} else {
 		topicLen = int(r.u8())
 	}
-	m.Topic = string(r.bytes(topicLen))
+	if topic := r.bytes(topicLen); string(topic) == prevTopic {
+		m.Topic = prevTopic
+	} else {
+		m.Topic = string(topic)
+	}
 	propLen := int(r.u16())
 	m.Properties = string(r.bytes(propLen))
 	if r.err != nil {
-		return nil, 0, fmt.Errorf("protocol: stored message at size %d: %w", size, r.err)
+		return 0, fmt.Errorf("protocol: stored message at size %d: %w", size, r.err)
 	}
 	if r.off != size {
-		return nil, 0, fmt.Errorf("protocol: stored message declares %d bytes but its fields take %d", size, r.off)
+		return 0, fmt.Errorf("protocol: stored message declares %d bytes but its fields take %d", size, r.off)
 	}
 	if verifyCRC && crc32.ChecksumIEEE(body)&0x7FFFFFFF != m.BodyCRC {
-		return nil, 0, fmt.Errorf("%w at commit-log offset %d", ErrBodyCRC, m.CommitLogOffset)
+		return 0, fmt.Errorf("%w at commit-log offset %d", ErrBodyCRC, m.CommitLogOffset)
 	}
 	if copyBody {
 		m.Body = append([]byte(nil), body...)
 	} else {
 		m.Body = body
 	}
-	return m, size, nil
+	return size, nil
 }
 
 type reader struct {

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"strings"
 )
 
 // OffsetMessageID returns the offset message id of a record stored by
@@ -29,7 +28,17 @@ func OffsetMessageID(storeHost netip.AddrPort, off int64) string {
 	n += 4
 	binary.BigEndian.PutUint64(b[n:], uint64(off))
 	n += 8
-	return strings.ToUpper(hex.EncodeToString(b[:n]))
+	return upperHex(b[:n])
+}
+
+// upperHex renders b as upper-case hex with one allocation, the string.
+func upperHex(b []byte) string {
+	const digits = "0123456789ABCDEF"
+	var out [56]byte // two per byte of OffsetMessageID's longest input
+	for i, c := range b {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&0x0F]
+	}
+	return string(out[:2*len(b)])
 }
 
 // ParseOffsetMessageID decodes an offset message id into the store host and

@@ -68,6 +68,12 @@ type Command struct {
 	// skips the map. Only on commands being sent; Ext does not see it.
 	Header ExtHeader
 	Body   []byte
+	// Encoded, when set, is called once the command has been handed to a
+	// Conn's Write (or Respond) and that call returned: its frame is
+	// encoded, or was never going to be, so Body is not read again. A
+	// handler that lent Body from a pool takes it back then; the Server
+	// calls it for the responses its handlers return.
+	Encoded func()
 
 	// Serialize is the header encoding the command arrived in. Responses are
 	// written in the encoding of the request they answer.

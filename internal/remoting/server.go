@@ -298,6 +298,9 @@ func (s *Server) dispatch(c *Conn, req *Command, h Handler, write func(*Command)
 	if err := write(resp); err != nil {
 		s.logger.Debug("writing response failed", "code", req.Code, "peer", c.RemoteAddr(), "err", err)
 	}
+	if resp.Encoded != nil {
+		resp.Encoded()
+	}
 }
 
 // Conns returns the open connections.

@@ -143,3 +143,32 @@ func BenchmarkConsumeQueueRead(b *testing.B) {
 		})
 	}
 }
+
+// Pull-sized reads (32 records) of a topic whose four queues were written in
+// turn, as a producer spreading its sends writes them: the records of one
+// queue lie between the other queues' records. The queues are read in turn,
+// as their consumers' pulls come.
+func BenchmarkGetMessagesInterleaved(b *testing.B) {
+	s := benchStore(b, FlushAsync)
+	const queues, perQueue = 4, 5_000
+	for i := 0; i < queues*perQueue; i++ {
+		if _, err := s.PutMessage(context.Background(), benchMessage(int32(i%queues), i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.SetBytes(32 * 1024)
+	b.ResetTimer()
+	var next [queues]int64
+	for i := 0; i < b.N; i++ {
+		q := int32(i % queues)
+		res := s.GetMessages("BenchTopic", q, next[q], 32, 0, nil)
+		if res.Status != Found || len(res.Messages) != 32 {
+			b.Fatalf("status %v, %d messages at %d", res.Status, len(res.Messages), next[q])
+		}
+		next[q] = res.NextBeginOffset
+		if next[q] >= perQueue-32 {
+			next[q] = 0
+		}
+	}
+}

@@ -32,6 +32,14 @@ const (
 // Found, or NoMatchedMessage / MessageWasRemoving when nothing was taken, with
 // next just past the scanned entries.
 func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxNums, maxBytes int, filter func(tagsCode int64) bool) GetResult {
+	return s.GetMessagesInto(nil, topic, queueID, offset, maxNums, maxBytes, filter)
+}
+
+// GetMessagesInto is GetMessages reading the records back to back into
+// buf's storage when it is large enough (else into a new buffer), so a
+// caller answering pulls can reuse its buffers: the result's Messages and
+// Body alias buf until the caller is done with them.
+func (s *Store) GetMessagesInto(buf []byte, topic string, queueID int32, offset int64, maxNums, maxBytes int, filter func(tagsCode int64) bool) GetResult {
 	if maxNums <= 0 {
 		maxNums = 1
 	}
@@ -66,7 +74,7 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxNums, 
 
 	res.Status = NoMatchedMessage
 	clMin := s.cl.minOffset()
-	var picked []cqEntry
+	picked := make([]cqEntry, 0, min(maxNums, scanChunkEntries)) // one allocation, not one per doubling
 	limit := int64(max(maxScanEntries, maxNums))
 	chunk := make([]byte, scanChunkEntries*cqEntrySize)
 	pos, total := offset, 0
@@ -107,17 +115,18 @@ scan:
 	}
 	res.NextBeginOffset = pos
 	if len(picked) > 0 {
-		s.takeVerified(&res, q, offset, picked)
+		s.takeVerified(&res, q, offset, picked, buf[:0])
 	}
 	return res
 }
 
 // takeVerified reads the picked records (scanned from queue offset from)
-// into res.Messages, verifying each. A corrupt record ends the batch before
-// it, so the consumer's next pull starts at it again; when it is the first,
-// res says MessageCorrupt.
-func (s *Store) takeVerified(res *GetResult, q *consumeQueue, from int64, picked []cqEntry) {
-	recs := s.readRecords(picked)
+// back to back into buf (grown if too small), verifying each. A corrupt
+// record ends the batch before it, so the consumer's next pull starts at it
+// again; when it is the first, res says MessageCorrupt.
+func (s *Store) takeVerified(res *GetResult, q *consumeQueue, from int64, picked []cqEntry, buf []byte) {
+	block, recs := s.readRecords(buf, picked)
+	res.block = block
 	n := 0 // verified records, compacted in place: no second slice
 	for i, rec := range recs {
 		if rec == nil {
@@ -142,19 +151,32 @@ func (s *Store) takeVerified(res *GetResult, q *consumeQueue, from int64, picked
 	}
 }
 
-// coalesceGap is the most bytes of other records readRecords reads over to
-// fetch two records with one ReadAt.
-const coalesceGap = 4 << 10
+// coalesceGap is the most bytes of other records between two records that
+// readRecords still reads as one run: a run of adjacent records with one
+// ReadAt, a run with gaps through the read cache (readcache.go), whose
+// blocks the other queues' pulls then copy their records from. Records
+// farther apart are read one by one.
+const coalesceGap = 16 << 10
 
-// readRecords reads the records of entries, coalescing records that lie
-// close together in one segment into one ReadAt. out[i] is entries[i]'s
-// record, its capacity cut at its end, so it is safe to keep or append to;
-// nil when it cannot be read (deleted under us).
-func (s *Store) readRecords(entries []cqEntry) [][]byte {
+// readRecords reads the records of entries back to back into buf (a new
+// buffer if buf's capacity is too small) and returns the filled buffer and
+// each entry's record in it, its capacity cut at its end so it is safe to
+// keep or append to; nil when it cannot be read (deleted under us).
+func (s *Store) readRecords(buf []byte, entries []cqEntry) ([]byte, [][]byte) {
+	total := 0
+	for _, e := range entries {
+		total += int(e.size)
+	}
+	if cap(buf) < total {
+		buf = make([]byte, 0, total)
+	}
+	buf = buf[:total] // no append below: the slices handed out stay valid
 	out := make([][]byte, len(entries))
+	pos := 0 // where entries[i]'s record goes in buf
 	for i := 0; i < len(entries); {
 		first := entries[i]
 		end := first.phys + int64(first.size)
+		adjacent := true
 		j := i + 1
 		if g := s.cl.segmentFor(first.phys); g != nil {
 			for j < len(entries) {
@@ -162,23 +184,37 @@ func (s *Store) readRecords(entries []cqEntry) [][]byte {
 				if e.phys < end || e.phys-end > coalesceGap || e.phys+int64(e.size) > g.end() {
 					break
 				}
+				adjacent = adjacent && e.phys == end
 				end = e.phys + int64(e.size)
 				j++
 			}
 		}
-		span, err := s.cl.read(first.phys, int(end-first.phys))
+		var err error
+		if adjacent {
+			err = s.cl.readInto(buf[pos:pos+int(end-first.phys)], first.phys)
+		}
 		for k := i; k < j; k++ {
 			e := entries[k]
-			if err == nil {
-				off := e.phys - first.phys
-				out[k] = span[off : off+int64(e.size) : off+int64(e.size)]
-			} else if rec, err := s.cl.read(e.phys, int(e.size)); err == nil {
+			rec := buf[pos : pos+int(e.size) : pos+int(e.size)]
+			var ok bool
+			if adjacent {
+				ok = err == nil
+			} else {
+				ok = s.reads.readInto(s.cl, rec, e.phys) == nil
+			}
+			if !ok {
+				// The run could not be read (a segment deleted under us):
+				// what is left of it, record by record.
+				ok = s.cl.readInto(rec, e.phys) == nil
+			}
+			if ok {
 				out[k] = rec
 			}
+			pos += int(e.size)
 		}
 		i = j
 	}
-	return out
+	return buf, out
 }
 
 // storeTimeOf reads the STORETIMESTAMP of the record at phys.

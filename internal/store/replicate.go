@@ -295,6 +295,11 @@ func (s *Store) TruncateLog(to int64) error {
 	if to < s.cl.minOffset() {
 		return fmt.Errorf("%w: cannot truncate to %d, below the oldest segment", ErrLogMismatch, to)
 	}
+	// Cached blocks may hold bytes past to, which new records will replace:
+	// forget them now, and again once the write position is back (a block
+	// read meanwhile may still have seen the old bytes).
+	s.reads.invalidate()
+	defer s.reads.invalidate()
 	segs := s.cl.snapshot()
 	keep := 0
 	for i, g := range segs {

@@ -1,6 +1,9 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // PutStatus qualifies a successful put.
 type PutStatus int
@@ -88,8 +91,10 @@ func (s GetStatus) String() string {
 // GetResult is the answer of GetMessages.
 type GetResult struct {
 	Status GetStatus
-	// Messages are raw stored records, each its own copy; their
-	// concatenation is a PULL_MESSAGE body.
+	// Messages are raw stored records, read back to back into one buffer
+	// (the caller's, with GetMessagesInto); each slice's capacity ends at
+	// its record, so appending to one never touches another. Their
+	// concatenation is a PULL_MESSAGE body (see Body).
 	Messages [][]byte
 	// NextBeginOffset is where the consumer continues; MinOffset and
 	// MaxOffset are the queue's bounds when the call ran.
@@ -97,4 +102,28 @@ type GetResult struct {
 	// CorruptOffset is the commit-log offset of the corrupt record when
 	// Status is MessageCorrupt.
 	CorruptOffset int64
+
+	// block is the buffer Messages were read into, back to back.
+	block []byte
+}
+
+// Body returns Messages back to back, a PULL_MESSAGE body. While Messages
+// are still the records read, in order and none dropped (a filter or a
+// corrupt record may have taken some out), that is the buffer they were
+// read into, without a copy; otherwise a new buffer.
+func (r *GetResult) Body() []byte {
+	n := 0
+	for _, m := range r.Messages {
+		n += len(m)
+	}
+	// The records tile block in order, so covering its length from its
+	// first byte means every one of them is there.
+	if n > 0 && n == len(r.block) && unsafe.SliceData(r.Messages[0]) == unsafe.SliceData(r.block) {
+		return r.block
+	}
+	body := make([]byte, 0, n)
+	for _, m := range r.Messages {
+		body = append(body, m...)
+	}
+	return body
 }

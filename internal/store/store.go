@@ -30,6 +30,9 @@ type Store struct {
 	lock      *dirLock
 
 	cl *commitLog
+	// reads caches the commit-log blocks that pulls read runs of records
+	// from (readcache.go).
+	reads *readCache
 
 	// putMu is the one owner of the write position: appends to the commit
 	// log, consume queues and key indexes happen under it.
@@ -106,6 +109,7 @@ func Open(opts Options) (*Store, error) {
 		return fail(err)
 	}
 	s.cl = newCommitLog(logDir, indexDir, opts.SegmentSize, logger)
+	s.reads = newReadCache(opts.SegmentSize)
 	s.cl.observeFlush = opts.ObserveFlush
 	// The abort file marks a run in progress, recovery included; only a
 	// complete Close removes it.

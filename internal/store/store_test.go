@@ -624,3 +624,34 @@ func TestStoreGetMessagesSlicesAreIndependent(t *testing.T) {
 		testutil.Equal(t, string(m.Body), fmt.Sprintf("m%d", i+1))
 	}
 }
+
+// A pull reading into a buffer it reuses allocates per call, never per
+// record: the same count for 8 records as for 64 (deterministic counts, not
+// times).
+func TestStoreGetMessagesIntoAllocationBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	o, _ := testOptions(t)
+	o.SegmentSize = 1 << 20
+	o.ConsumeQueueEntries = 1024
+	s := openStore(t, o)
+	for i := 0; i < 128; i++ {
+		mustPut(t, s, newMsg("T", int32(i%2), strings.Repeat("b", 1024), map[string]string{"TAGS": "TagA"}))
+	}
+	counts := map[int]float64{}
+	for _, n := range []int{8, 64} {
+		buf := make([]byte, 0, 1<<20)
+		counts[n] = testing.AllocsPerRun(20, func() {
+			res := s.GetMessagesInto(buf, "T", 0, 0, n, 0, nil)
+			if res.Status != Found || len(res.Messages) != n {
+				t.Fatalf("read %d of %d records (%v)", len(res.Messages), n, res.Status)
+			}
+			if &res.Body()[0] != &buf[:1][0] {
+				t.Fatal("the body is not the caller's buffer")
+			}
+		})
+	}
+	t.Logf("GetMessagesInto: %.0f allocations for 8 records, %.0f for 64", counts[8], counts[64])
+	testutil.Equal(t, counts[64], counts[8], "allocations for 64 records and for 8")
+}
