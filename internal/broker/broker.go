@@ -107,6 +107,8 @@ type Server struct {
 	// and the store, so a switchover can wait them out.
 	repl           *replication
 	writesInFlight atomic.Int64
+	// syncAcks answers sends after their fsync (--flush sync; syncacks.go).
+	syncAcks *syncAcks
 
 	// Seams filled by registerExtraHandlers (see the package comment).
 	extra              extraServices
@@ -203,6 +205,12 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	sopts.ObservePut, sopts.ObserveFlush = s.metrics.storeObservers()
+	sopts.CommitLogSync = opts.commitLogSync
+	if opts.Flush == store.FlushSync {
+		s.syncAcks = newSyncAcks(s)
+		sopts.OnFlush = s.syncAcks.flushed
+		s.loops = append(s.loops, s.syncAcks.run)
+	}
 	sopts.RecoverDropCorrupt = opts.Hardening.RecoverDropCorrupt
 	sopts.MaxOpenQueueFiles = opts.Hardening.MaxOpenQueueFiles
 	st, err := store.Open(sopts)

@@ -3,7 +3,6 @@ package broker
 import (
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
-	"github.com/zonemq/zonemq/internal/store"
 )
 
 // sendCodes are the requests served by handleSendMessage.
@@ -29,19 +28,21 @@ func (s *Server) registerSendHandlers() {
 	}
 }
 
-// sendsInline reports whether a send is answered without waiting on
-// anything but the store's append lock: with asynchronous flush and
-// asynchronous (or no) replication the store returns once the record is in
-// the page cache. Inline handling keeps one
-// connection's sends in arrival order, saves a goroutine start and wake-up
-// per message, and lets the responses to all the sends one socket read
-// brought leave in one write. A send that waits (an fsync with
-// --flush sync, the in-sync replicas' acknowledgement with --replication
-// sync, or any other wait added to the send path) must not run inline: it
-// would stall everything else on that connection, and group commit would
-// see one message per connection at a time.
+// sendsInline reports whether sends run on the connection's read goroutine:
+// without --replication sync. The store then returns once the record is in
+// the page cache; with --flush sync the answers of plain sends wait for
+// their fsync in syncAcks (syncacks.go), not on the read goroutine, and the
+// sends that cannot be deferred so (batches, transaction halves, timer,
+// delay and retry messages) go to a goroutine of their own (serveAside).
+// Inline handling keeps one connection's sends in arrival order, saves a
+// goroutine start and wake-up per message, and lets the responses to all
+// the sends one socket read brought leave in one write. A send that waits
+// on the read goroutine (the in-sync replicas' acknowledgement with
+// --replication sync, or any other wait added to the send path) would stall
+// everything else on that connection, and group commit would see one
+// message per connection at a time.
 func (s *Server) sendsInline() bool {
-	return s.opts.Flush == store.FlushAsync && s.opts.Replication != ReplicationSync
+	return s.opts.Replication != ReplicationSync
 }
 
 // handleInline is handle for a handler that runs on the connection's read

@@ -1,0 +1,231 @@
+package broker
+
+import (
+	"context"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
+)
+
+// syncAcks answers, with --flush sync, the sends whose records an fsync has
+// made durable. The read goroutine of a connection appends the plain sends
+// one socket read brought (store.AppendEach: one write, no wait) and hands
+// their answers here as one ackGroup; the store's flusher fsyncs whatever was
+// written while its previous fsync ran (group commit) and wakes one goroutine,
+// which queues the answers of every group the fsync covered to their
+// connections and writes each connection once. Per fsync that is one wake-up
+// and one write per connection, instead of a goroutine, a timer, a wake-up
+// and a write per send; and the read goroutine never waits, so the next
+// sends of a connection join the next fsync.
+//
+// The guarantee is the one a send waiting for its fsync had: a group is
+// answered SEND_OK only once store.FlushedOffset covers its last record; if
+// the fsync fails, or takes longer than store.DefaultSyncFlushTimeout, its
+// sends are answered FLUSH_DISK_TIMEOUT (stored, not known durable).
+type syncAcks struct {
+	s    *Server
+	wake chan struct{} // cap 1: an fsync ended or a group arrived already covered
+
+	mu      sync.Mutex
+	pending []*ackGroup // waiting for their fsync, in no particular order
+	spare   []*ackGroup // the answering goroutine's scratch, swapped with pending
+
+	groups sync.Pool // *ackGroup, reused
+}
+
+// ackGroup is the answers to the plain sends one connection's read
+// goroutine stored with one append. Until answered it holds one entry of the
+// broker's shutdown gate (so Shutdown waits for the fsync) and one token of
+// its connection's pending budget per send.
+type ackGroup struct {
+	c      *remoting.Conn
+	k      *inlineSends // the connection's; returns the tokens
+	end    int64        // the fsync must cover this commit-log offset
+	stored time.Time    // for the flush timeout
+	reqs   []*remoting.Command
+	resps  []*remoting.Command
+	start  []time.Time // when each request was read, for the send latency
+}
+
+// newSyncAcks returns the answerer of --flush sync sends; run is its loop.
+func newSyncAcks(s *Server) *syncAcks {
+	return &syncAcks{s: s, wake: make(chan struct{}, 1)}
+}
+
+// flushed is the store's OnFlush hook: it runs on the flusher goroutine, so
+// it only wakes the answering goroutine, and the next fsync can start at
+// once.
+func (a *syncAcks) flushed(int64) { a.signal() }
+
+func (a *syncAcks) signal() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// group returns an empty group for c's sends stored up to end.
+func (a *syncAcks) group(c *remoting.Conn, k *inlineSends, end int64) *ackGroup {
+	g, _ := a.groups.Get().(*ackGroup)
+	if g == nil {
+		g = &ackGroup{}
+	}
+	g.c, g.k, g.end, g.stored = c, k, end, time.Now()
+	return g
+}
+
+// add queues g for its fsync. The caller has entered the shutdown gate for
+// it; answering g leaves it.
+func (a *syncAcks) add(g *ackGroup) {
+	a.mu.Lock()
+	a.pending = append(a.pending, g)
+	a.mu.Unlock()
+	// An fsync that ended before the append above may have woken the loop
+	// before it could see g: look at the durable offset only now. (The
+	// flusher moves it before it signals, and the loop reads it after it
+	// took mu, so either the loop sees g or this sees the offset.)
+	if a.s.store.FlushedOffset() >= g.end || a.s.store.FlushFailure() != nil {
+		a.signal()
+	}
+}
+
+// run answers groups until ctx ends: after every fsync, and on a coarse tick
+// that finds groups whose fsync is overdue (a hung disk must not leave
+// clients without an answer).
+func (a *syncAcks) run(ctx context.Context) {
+	tick := time.NewTicker(store.DefaultSyncFlushTimeout / 5)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.wake:
+		case <-tick.C:
+		}
+		a.answer(ctx)
+	}
+}
+
+// answer answers every group the durable offset covers, and the overdue
+// ones with FLUSH_DISK_TIMEOUT, writing each connection once.
+func (a *syncAcks) answer(ctx context.Context) {
+	flushed := a.s.store.FlushedOffset()
+	failed := a.s.store.FlushFailure() != nil
+	now := time.Now()
+	a.mu.Lock()
+	ready, keep := a.spare[:0], a.pending[:0]
+	for _, g := range a.pending {
+		if g.end <= flushed || failed || now.Sub(g.stored) >= store.DefaultSyncFlushTimeout {
+			ready = append(ready, g)
+		} else {
+			keep = append(keep, g)
+		}
+	}
+	clear(a.pending[len(keep):])
+	a.pending = keep
+	a.mu.Unlock()
+	if len(ready) == 0 {
+		a.spare = ready
+		return
+	}
+	// The lease check of an unreplicated send (waitReplicas does not wait
+	// without --replication sync): once per answer round, right before the
+	// answers leave.
+	leaseErr := a.s.repl.waitReplicas(ctx, flushed)
+	for i, g := range ready {
+		a.answerGroup(g, g.end <= flushed, leaseErr, now)
+		// Write a connection once, after its last group of this round.
+		last := true
+		for _, h := range ready[i+1:] {
+			if h.c == g.c {
+				last = false
+				break
+			}
+		}
+		if last {
+			if err := g.c.FlushQueued(); err != nil {
+				a.s.logger.Debug("writing send responses failed", "peer", g.c.RemoteAddr(), "err", err)
+			}
+		}
+	}
+	for _, g := range ready {
+		a.release(g)
+	}
+	clear(ready)
+	a.spare = ready[:0]
+}
+
+// answerGroup queues g's answers: as built when durable, else
+// FLUSH_DISK_TIMEOUT, or the lease refusal.
+func (a *syncAcks) answerGroup(g *ackGroup, durable bool, leaseErr error, now time.Time) {
+	for i, req := range g.reqs {
+		resp := g.resps[i]
+		switch {
+		case !durable:
+			resp.Code = int32(protocol.FlushDiskTimeout)
+		case leaseErr != nil:
+			resp = a.s.putErrorResponse(req, "", leaseErr)
+		}
+		a.s.metrics.sendDone(g.c, req, resp, now.Sub(g.start[i]))
+		if err := g.c.QueueResponse(req, resp); err != nil {
+			a.s.logger.Debug("queueing a send response failed", "peer", g.c.RemoteAddr(), "err", err)
+		}
+	}
+}
+
+// release returns g's gate entry and tokens, and g to the pool.
+func (a *syncAcks) release(g *ackGroup) {
+	g.k.returnTokens(len(g.reqs))
+	a.s.gate.leave()
+	clear(g.reqs)
+	clear(g.resps)
+	g.c, g.k = nil, nil
+	g.reqs, g.resps, g.start = g.reqs[:0], g.resps[:0], g.start[:0]
+	a.groups.Put(g)
+}
+
+// serveAside serves a send that must wait for its fsync on the read
+// goroutine otherwise (a batch, a transaction half, a timer, delay or retry
+// message: their stores wait in their own services) on a goroutine of its
+// own, so the connection's other sends keep joining group commits, and
+// answers it from there. It returns nil: the read goroutine answers nothing.
+func (s *Server) serveAside(c *remoting.Conn, req *remoting.Command, k *inlineSends, serve func(context.Context) *remoting.Command) *remoting.Command {
+	if !s.gate.enter() {
+		return errorf(req, protocol.ServiceNotAvailable, "broker %s is shutting down", s.opts.BrokerName)
+	}
+	s.takeToken(c, k)
+	start := time.Now()
+	go func() {
+		defer s.gate.leave()
+		defer k.returnTokens(1)
+		resp := s.serveRecovered(c, req, serve)
+		if resp == nil {
+			return
+		}
+		s.metrics.sendDone(c, req, resp, time.Since(start))
+		if err := c.QueueResponse(req, resp); err != nil {
+			s.logger.Debug("queueing a send response failed", "peer", c.RemoteAddr(), "err", err)
+			return
+		}
+		if err := c.FlushQueued(); err != nil {
+			s.logger.Debug("writing a send response failed", "peer", c.RemoteAddr(), "err", err)
+		}
+	}()
+	return nil
+}
+
+// serveRecovered runs serve; a panic costs the request a SYSTEM_ERROR, as
+// in remoting's dispatch, never the broker.
+func (s *Server) serveRecovered(c *remoting.Conn, req *remoting.Command, serve func(context.Context) *remoting.Command) (resp *remoting.Command) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logger.Error("send handler panicked", "code", req.Code, "peer", c.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
+			resp = errorf(req, protocol.SystemError, "internal error serving request code %d", req.Code)
+		}
+	}()
+	return serve(s.remoting.Context())
+}

@@ -1,0 +1,161 @@
+package broker
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// heldFsync replaces the commit log's fdatasync in a test: while held, every
+// fsync waits until released; synced counts the fsyncs that returned.
+type heldFsync struct {
+	held     atomic.Bool
+	entered  chan struct{} // an fsync is waiting (cap 1)
+	release  chan struct{}
+	released sync.Once
+	synced   atomic.Int64
+	fail     atomic.Bool // fsyncs fail instead
+}
+
+func newHeldFsync(t *testing.T) *heldFsync {
+	h := &heldFsync{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	t.Cleanup(h.let) // never leave the flusher stuck
+	return h
+}
+
+func (h *heldFsync) sync(f *os.File) error {
+	if h.fail.Load() {
+		return errors.New("test: the disk is gone")
+	}
+	if h.held.Load() {
+		select {
+		case h.entered <- struct{}{}:
+		default:
+		}
+		<-h.release
+	}
+	err := f.Sync()
+	h.synced.Add(1)
+	return err
+}
+
+func (h *heldFsync) let() { h.released.Do(func() { close(h.release) }) }
+
+// TestBrokerSyncFlushAnswersSendsOnlyAfterTheirFsync: with --flush sync, a
+// send is answered SEND_OK only once an fsync that started after it was
+// written has returned. The sends are written on a raw connection followed
+// by a request that is not a send: everything the broker answers before
+// that request's answer was decided before it read it, so while the fsync
+// is held no send answer may come first.
+func TestBrokerSyncFlushAnswersSendsOnlyAfterTheirFsync(t *testing.T) {
+	fs := newHeldFsync(t)
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
+	opts.Flush = store.FlushSync
+	opts.commitLogSync = fs.sync
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), "SyncAck", 2)
+	expectCode(t, sendRaw(t, c, s.Addr(), "SyncAck", 0, nil, []byte("before")), protocol.Success, "send before holding the fsync")
+
+	fs.held.Store(true)
+	nc, err := net.Dial("tcp", s.Addr())
+	testutil.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	const n = 40
+	var frames []byte
+	for i := range n {
+		h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "SyncAck", QueueID: int32(i % 2), BornTimestamp: time.Now().UnixMilli()}
+		req := remoting.NewRequest(int32(protocol.SendMessage), h.Ext(), []byte(fmt.Sprintf("m-%d", i)))
+		req.Opaque = int32(i + 1)
+		frames = remoting.AppendFrame(frames, req)
+	}
+	probe := remoting.NewRequest(int32(protocol.GetMaxOffset), (&protocol.QueueRequestHeader{Topic: "SyncAck", QueueID: 0}).Ext(), nil)
+	probe.Opaque = n + 1
+	frames = remoting.AppendFrame(frames, probe)
+	_, err = nc.Write(frames)
+	testutil.NoError(t, err)
+
+	r := bufio.NewReader(nc)
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		resp, err := remoting.ReadFrame(r, remoting.DefaultMaxFrameSize)
+		testutil.NoError(t, err, "reading the probe's answer")
+		if resp.Opaque == probe.Opaque {
+			break
+		}
+		t.Fatalf("send %d answered %s while its fsync was held", resp.Opaque, protocol.ResponseCode(resp.Code))
+	}
+	select {
+	case <-fs.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no fsync was started for the sends")
+	}
+	testutil.True(t, s.store.FlushedOffset() < s.store.CommitLogMaxOffset(), "the sends are stored, not yet durable")
+	synced := fs.synced.Load()
+
+	fs.let()
+	for range n {
+		resp, err := remoting.ReadFrame(r, remoting.DefaultMaxFrameSize)
+		testutil.NoError(t, err, "reading a send's answer")
+		expectCode(t, resp, protocol.Success, fmt.Sprintf("send %d", resp.Opaque))
+		testutil.True(t, fs.synced.Load() > synced, "answered after an fsync returned")
+		var rh protocol.SendMessageResponseHeader
+		testutil.NoError(t, rh.SetExt(resp.ExtFields))
+		_, off, err := protocol.ParseOffsetMessageID(rh.MsgID)
+		testutil.NoError(t, err)
+		testutil.True(t, s.store.FlushedOffset() > off, fmt.Sprintf("send %d at %d answered with the durable prefix ending at %d", resp.Opaque, off, s.store.FlushedOffset()))
+	}
+}
+
+// TestBrokerSyncFlushFailedFsyncIsNotAcknowledged: a send whose fsync fails
+// is answered FLUSH_DISK_TIMEOUT (stored, not known durable), never
+// SEND_OK; the sends after it are refused.
+func TestBrokerSyncFlushFailedFsyncIsNotAcknowledged(t *testing.T) {
+	fs := newHeldFsync(t)
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
+	opts.Flush = store.FlushSync
+	opts.commitLogSync = fs.sync
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), "SyncFail", 1)
+	expectCode(t, sendRaw(t, c, s.Addr(), "SyncFail", 0, nil, []byte("ok")), protocol.Success, "send while the disk works")
+	fs.fail.Store(true)
+	expectCode(t, sendRaw(t, c, s.Addr(), "SyncFail", 0, nil, []byte("lost")), protocol.FlushDiskTimeout, "send whose fsync failed")
+	resp := sendRaw(t, c, s.Addr(), "SyncFail", 0, nil, []byte("after"))
+	testutil.True(t, resp.Code != int32(protocol.Success), "a send after the failed fsync is refused: "+resp.Remark)
+}
+
+// TestBrokerSyncFlushSendsThatWaitElsewhere: with --flush sync the sends
+// that are not deferred to syncAcks (a batch, a delayed message) are still
+// served, on goroutines of their own, and answered.
+func TestBrokerSyncFlushSendsThatWaitElsewhere(t *testing.T) {
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
+	opts.Flush = store.FlushSync
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), "SyncOther", 1)
+
+	var body []byte
+	for i := range 3 {
+		body = append(body, encodeBatchItem(0, []byte(fmt.Sprintf("b-%d", i)), "")...)
+	}
+	bh := protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: protocol.SendMessageRequestHeader{
+		ProducerGroup: "raw_pg", Topic: "SyncOther", QueueID: 0, BornTimestamp: time.Now().UnixMilli(), Batch: true,
+	}}
+	expectCode(t, invoke(t, c, s.Addr(), protocol.SendBatchMessage, bh.Ext(), body), protocol.Success, "batch send")
+	delayed := map[string]string{protocol.PropertyDelayLevel: "1"}
+	expectCode(t, sendRaw(t, c, s.Addr(), "SyncOther", 0, delayed, []byte("later")), protocol.Success, "delayed send")
+	expectCode(t, sendRaw(t, c, s.Addr(), "SyncOther", 0, nil, []byte("plain")), protocol.Success, "plain send")
+	testutil.True(t, s.store.FlushedOffset() >= s.store.CommitLogMaxOffset(), "every answered send is durable")
+}
