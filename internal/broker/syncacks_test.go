@@ -2,10 +2,12 @@ package broker
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -158,4 +160,54 @@ func TestBrokerSyncFlushSendsThatWaitElsewhere(t *testing.T) {
 	expectCode(t, sendRaw(t, c, s.Addr(), "SyncOther", 0, delayed, []byte("later")), protocol.Success, "delayed send")
 	expectCode(t, sendRaw(t, c, s.Addr(), "SyncOther", 0, nil, []byte("plain")), protocol.Success, "plain send")
 	testutil.True(t, s.store.FlushedOffset() >= s.store.CommitLogMaxOffset(), "every answered send is durable")
+}
+
+// syncSendAllocBudget: a SEND_MESSAGE kept by the inline send batch with
+// --flush sync, stored with 31 others and answered after their fsync by
+// syncAcks, the fsync and the answer included: 10.5 (10.4 with flush async).
+const syncSendAllocBudget = 11
+
+// TestBrokerSyncSendAllocationBudget: waiting for the fsync costs a sync
+// send no allocation of its own beyond the group's (no goroutine, timer or
+// channel per send).
+func TestBrokerSyncSendAllocationBudget(t *testing.T) {
+	if testing.Short() || raceDetector {
+		t.Skip("allocation counts (the race detector allocates on its own)")
+	}
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
+	opts.Flush = store.FlushSync
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), benchTopic, benchQueues)
+	sc := serverConn(t, s, c)
+	body := make([]byte, benchBodySize)
+	const group = 32
+	reqs := make([]*remoting.Command, group)
+	for i := range reqs {
+		reqs[i] = remoting.NewRequest(int32(protocol.SendMessage), benchSendExt(int32(i%benchQueues), int64(i)), body)
+		reqs[i].Flag |= remoting.FlagOneway // the test's conn must not pile up answers nobody reads
+	}
+	ctx := context.Background()
+	k := s.keptSends(sc)
+	answered := func() {
+		// Every send's token is back once syncAcks has answered it.
+		for deadline := time.Now().Add(30 * time.Second); len(k.tokens) > 0; runtime.Gosched() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d sends still unanswered", len(k.tokens))
+			}
+		}
+	}
+	const runs = 50
+	allocs := testing.AllocsPerRun(runs, func() {
+		for _, r := range reqs {
+			if resp := s.serveSend(ctx, sc, r, k); resp != nil {
+				t.Fatalf("send not kept: %s", resp.Remark)
+			}
+		}
+		s.storeKeptSends(sc)
+		answered()
+	}) / group
+	t.Logf("sync sends: %.1f allocations per message", allocs)
+	testutil.True(t, allocs <= syncSendAllocBudget, fmt.Sprintf("%.1f allocations per sync send, budget %d", allocs, syncSendAllocBudget))
+	testutil.True(t, s.store.FlushedOffset() >= s.store.CommitLogMaxOffset(), "the sends were flushed")
 }
