@@ -211,3 +211,63 @@ func TestBrokerSyncSendAllocationBudget(t *testing.T) {
 	testutil.True(t, allocs <= syncSendAllocBudget, fmt.Sprintf("%.1f allocations per sync send, budget %d", allocs, syncSendAllocBudget))
 	testutil.True(t, s.store.FlushedOffset() >= s.store.CommitLogMaxOffset(), "the sends were flushed")
 }
+
+// pendingSends is how many answered-to-be sends syncAcks holds.
+func (a *syncAcks) pendingSends() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, g := range a.pending {
+		n += len(g.reqs)
+	}
+	return n
+}
+
+// TestBrokerSyncFlushBoundsPendingSends: while the fsync is held, a
+// connection that keeps sending has at most maxPendingSends sends waiting
+// in the broker (its reads stop there), and once the fsync returns every
+// send is answered.
+func TestBrokerSyncFlushBoundsPendingSends(t *testing.T) {
+	fs := newHeldFsync(t)
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
+	opts.Flush = store.FlushSync
+	opts.commitLogSync = fs.sync
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), "SyncBound", 1)
+	expectCode(t, sendRaw(t, c, s.Addr(), "SyncBound", 0, nil, []byte("before")), protocol.Success, "send before holding the fsync")
+
+	fs.held.Store(true)
+	nc, err := net.Dial("tcp", s.Addr())
+	testutil.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	const n = maxPendingSends + 100
+	var frames []byte
+	for i := range n {
+		h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "SyncBound", QueueID: 0, BornTimestamp: time.Now().UnixMilli()}
+		req := remoting.NewRequest(int32(protocol.SendMessage), h.Ext(), []byte("x"))
+		req.Opaque = int32(i + 1)
+		frames = remoting.AppendFrame(frames, req)
+	}
+	written := make(chan error, 1)
+	go func() { _, err := nc.Write(frames); written <- err }()
+
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if got := s.syncAcks.pendingSends(); got != maxPendingSends {
+			return fmt.Errorf("%d sends waiting for the fsync, want %d", got, maxPendingSends)
+		}
+		return nil
+	})
+	fs.let()
+	testutil.NoError(t, <-written)
+	r := bufio.NewReader(nc)
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	seen := make(map[int32]bool, n)
+	for range n {
+		resp, err := remoting.ReadFrame(r, remoting.DefaultMaxFrameSize)
+		testutil.NoError(t, err, "reading a send's answer")
+		expectCode(t, resp, protocol.Success, fmt.Sprintf("send %d", resp.Opaque))
+		seen[resp.Opaque] = true
+	}
+	testutil.Equal(t, len(seen), n, "sends answered")
+}
