@@ -10,39 +10,24 @@ var sendCodes = []protocol.RequestCode{
 	protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage, protocol.SendReplyMessage,
 }
 
-// registerSendHandlers installs handleSendMessage for every send code:
-// inline on the connection's read goroutine when a send never waits (see
-// sendsInline), with the plain sends of one read stored together (the send
-// batch, inlinesends.go); on a goroutine per request otherwise.
+// registerSendHandlers installs handleSendMessage for every send code,
+// inline on the connection's read goroutine, with the plain sends of one
+// read stored together (the send batch, inlinesends.go). Inline handling
+// keeps one connection's sends in arrival order, saves a goroutine start and
+// wake-up per message, and lets the responses to all the sends one socket
+// read brought leave in one write. Nothing waits on the read goroutine: with
+// --flush sync or --replication sync the answers of plain sends wait in
+// syncAcks (syncacks.go), and the sends that cannot be deferred so (batches,
+// transaction halves, timer, delay and retry messages) go to a goroutine of
+// their own (serveAside). A send waiting on the read goroutine would stall
+// everything else on that connection, and group commit would see one message
+// per connection at a time.
 func (s *Server) registerSendHandlers() {
-	if s.sendsInline() {
-		codes := make([]int32, len(sendCodes))
-		for i, code := range sendCodes {
-			codes[i] = int32(code)
-		}
-		s.remoting.HandleInlineBatch(codes, s.inlineSendBatch()) // inlinesends.go
-		return
+	codes := make([]int32, len(sendCodes))
+	for i, code := range sendCodes {
+		codes[i] = int32(code)
 	}
-	for _, code := range sendCodes {
-		s.handle(code, s.handleSendMessage)
-	}
-}
-
-// sendsInline reports whether sends run on the connection's read goroutine:
-// without --replication sync. The store then returns once the record is in
-// the page cache; with --flush sync the answers of plain sends wait for
-// their fsync in syncAcks (syncacks.go), not on the read goroutine, and the
-// sends that cannot be deferred so (batches, transaction halves, timer,
-// delay and retry messages) go to a goroutine of their own (serveAside).
-// Inline handling keeps one connection's sends in arrival order, saves a
-// goroutine start and wake-up per message, and lets the responses to all
-// the sends one socket read brought leave in one write. A send that waits
-// on the read goroutine (the in-sync replicas' acknowledgement with
-// --replication sync, or any other wait added to the send path) would stall
-// everything else on that connection, and group commit would see one
-// message per connection at a time.
-func (s *Server) sendsInline() bool {
-	return s.opts.Replication != ReplicationSync
+	s.remoting.HandleInlineBatch(codes, s.inlineSendBatch()) // inlinesends.go
 }
 
 // handleInline is handle for a handler that runs on the connection's read

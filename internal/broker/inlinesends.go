@@ -19,16 +19,16 @@ type inlineSends struct {
 	start []time.Time // when each request was read, for the send latency
 	res   []store.PutResult
 	errs  []error
-	// tokens, with --flush sync, holds a token per send of this connection
-	// kept or waiting for its fsync (syncacks.go): at maxPendingSends the
+	// tokens, with --flush sync or --replication sync, holds a token per
+	// send of this connection kept or waiting (syncacks.go): at maxPendingSends the
 	// read goroutine waits, as it waited for a free handler goroutine
 	// before, so a client that never stops sending cannot pile up requests
-	// in the broker. nil with --flush async, where nothing waits.
+	// in the broker. nil when sends are answered once stored.
 	tokens chan struct{}
 }
 
 // maxPendingSends bounds the sends of one connection waiting for their
-// fsync (--flush sync); remoting's default MaxInflight, the bound of a
+// fsync or replicas; remoting's default MaxInflight, the bound of a
 // connection's requests served on goroutines.
 const maxPendingSends = 1024
 
@@ -90,10 +90,10 @@ func (s *Server) keptSends(c *remoting.Conn) *inlineSends {
 	return k
 }
 
-// deferSendAcks reports whether plain sends are answered after their fsync
-// by syncAcks rather than when stored: with --flush sync (sends are then
-// inline only without --replication sync, see sendsInline).
-func (s *Server) deferSendAcks() bool { return s.opts.Flush == store.FlushSync }
+// deferSendAcks reports whether plain sends are answered by syncAcks once
+// their wait is over rather than when stored: with --flush sync or
+// --replication sync.
+func (s *Server) deferSendAcks() bool { return s.syncAcks != nil }
 
 // keep adds a send that is ready to store (checked, routed, encoded as m).
 func (s *Server) keep(c *remoting.Conn, k *inlineSends, req *remoting.Command, m *protocol.MessageExt) {
@@ -110,8 +110,8 @@ func (s *Server) keep(c *remoting.Conn, k *inlineSends, req *remoting.Command, m
 
 // storeKeptSends stores the sends c kept and queues their answers, with
 // what putMessages checks for one message: the shutdown gate, the role and
-// lease, and the replicas' acknowledgement. With --flush sync the answers
-// of the sends stored wait for their fsync in syncAcks instead.
+// lease, and the replicas' acknowledgement. With --flush sync or
+// --replication sync the answers of the sends stored wait in syncAcks.
 func (s *Server) storeKeptSends(c *remoting.Conn) {
 	k, _ := c.ReadLocal().(*inlineSends)
 	if k == nil || len(k.reqs) == 0 {
@@ -157,9 +157,9 @@ func (s *Server) storeKeptSends(c *remoting.Conn) {
 	k.reqs, k.msgs, k.start = k.reqs[:0], k.msgs[:0], k.start[:0]
 }
 
-// putKept stores k.msgs, setting k.res and k.errs. With --flush sync it
-// does not wait for the fsync: it returns the commit-log offset the fsync
-// must reach before the stored sends may be answered, and leaves its entry
+// putKept stores k.msgs, setting k.res and k.errs. With deferSendAcks it
+// does not wait: it returns the commit-log offset that must be durable (and
+// replicated) before the stored sends may be answered, and leaves its entry
 // of the shutdown gate to the caller, who hands it to their ackGroup (0 and
 // no gate entry when nothing was stored).
 func (s *Server) putKept(k *inlineSends) (flushTo int64) {
@@ -202,7 +202,7 @@ func (s *Server) putKept(k *inlineSends) (flushTo int64) {
 	}
 	s.putCount.Add(stored)
 	if s.deferSendAcks() {
-		return end // syncAcks checks the lease when it answers
+		return end // syncAcks asks the replicas and the lease when it answers
 	}
 	if err := s.repl.waitReplicas(ctx, end); err != nil {
 		for i := range k.errs {

@@ -11,27 +11,33 @@ import (
 	"github.com/zonemq/zonemq/internal/store"
 )
 
-// syncAcks answers, with --flush sync, the sends whose records an fsync has
-// made durable. The read goroutine of a connection appends the plain sends
-// one socket read brought (store.AppendEach: one write, no wait) and hands
-// their answers here as one ackGroup; the store's flusher fsyncs whatever was
-// written while its previous fsync ran (group commit) and wakes one goroutine,
-// which queues the answers of every group the fsync covered to their
-// connections and writes each connection once. Per fsync that is one wake-up
-// and one write per connection, instead of a goroutine, a timer, a wake-up
-// and a write per send; and the read goroutine never waits, so the next
-// sends of a connection join the next fsync.
+// syncAcks answers the sends that must wait before SEND_OK: for the fsync
+// covering them (--flush sync), for the in-sync replicas' acknowledgement
+// (--replication sync), or both. The read goroutine of a connection appends
+// the plain sends one socket read brought (store.AppendEach: one write, no
+// wait) and hands their answers here as one ackGroup; the store's flusher
+// fsyncs whatever was written while its previous fsync ran (group commit),
+// and it and the replicas' acknowledgements wake one goroutine, which queues
+// the answers of every group now covered to their connections and writes
+// each connection once. Per fsync that is one wake-up and one write per
+// connection, instead of a goroutine, a timer, a wake-up and a write per
+// send; and the read goroutine never waits, so the next sends of a
+// connection join the next fsync.
 //
-// The guarantee is the one a send waiting for its fsync had: a group is
-// answered SEND_OK only once store.FlushedOffset covers its last record; if
-// the fsync fails, or takes longer than store.DefaultSyncFlushTimeout, its
-// sends are answered FLUSH_DISK_TIMEOUT (stored, not known durable).
+// The guarantees are those of a send waiting on its own goroutine: a group
+// is answered SEND_OK only once store.FlushedOffset covers its last record
+// (with --flush sync) and replicated says so (the in-sync replicas hold it,
+// and the controller's lease is valid). If the fsync fails, or takes longer
+// than store.DefaultSyncFlushTimeout, its sends are answered
+// FLUSH_DISK_TIMEOUT (stored, not known durable); replicas that do not
+// confirm within ReplicaAckTimeout get them FLUSH_SLAVE_TIMEOUT.
 type syncAcks struct {
-	s    *Server
-	wake chan struct{} // cap 1: an fsync ended or a group arrived already covered
+	s         *Server
+	syncFlush bool          // --flush sync: wait for the fsync first
+	wake      chan struct{} // cap 1: an fsync ended, replicas acknowledged, or a group arrived
 
 	mu      sync.Mutex
-	pending []*ackGroup // waiting for their fsync, in no particular order
+	pending []*ackGroup // waiting, in no particular order
 	spare   []*ackGroup // the answering goroutine's scratch, swapped with pending
 
 	groups sync.Pool // *ackGroup, reused
@@ -39,21 +45,25 @@ type syncAcks struct {
 
 // ackGroup is the answers to the plain sends one connection's read
 // goroutine stored with one append. Until answered it holds one entry of the
-// broker's shutdown gate (so Shutdown waits for the fsync) and one token of
-// its connection's pending budget per send.
+// broker's shutdown gate (so Shutdown waits for it) and one token of its
+// connection's pending budget per send.
 type ackGroup struct {
 	c      *remoting.Conn
 	k      *inlineSends // the connection's; returns the tokens
-	end    int64        // the fsync must cover this commit-log offset
-	stored time.Time    // for the flush timeout
+	end    int64        // the commit-log offset that must be durable
+	stored time.Time    // for the timeouts
 	reqs   []*remoting.Command
 	resps  []*remoting.Command
 	start  []time.Time // when each request was read, for the send latency
+
+	// The verdict, set when the group is taken to be answered.
+	flushTimeout bool  // not known durable: FLUSH_DISK_TIMEOUT
+	err          error // not acknowledged (replicas, lease): the refusal
 }
 
-// newSyncAcks returns the answerer of --flush sync sends; run is its loop.
+// newSyncAcks returns the answerer of the sends that wait; run is its loop.
 func newSyncAcks(s *Server) *syncAcks {
-	return &syncAcks{s: s, wake: make(chan struct{}, 1)}
+	return &syncAcks{s: s, syncFlush: s.opts.Flush == store.FlushSync, wake: make(chan struct{}, 1)}
 }
 
 // flushed is the store's OnFlush hook: it runs on the flusher goroutine, so
@@ -61,6 +71,8 @@ func newSyncAcks(s *Server) *syncAcks {
 // once.
 func (a *syncAcks) flushed(int64) { a.signal() }
 
+// signal wakes the answering goroutine without blocking; the replicas'
+// acknowledgements call it too (replication.signalAcks).
 func (a *syncAcks) signal() {
 	select {
 	case a.wake <- struct{}{}:
@@ -78,8 +90,8 @@ func (a *syncAcks) group(c *remoting.Conn, k *inlineSends, end int64) *ackGroup 
 	return g
 }
 
-// add queues g for its fsync. The caller has entered the shutdown gate for
-// it; answering g leaves it.
+// add queues g. The caller has entered the shutdown gate for it; answering
+// g leaves it.
 func (a *syncAcks) add(g *ackGroup) {
 	a.mu.Lock()
 	a.pending = append(a.pending, g)
@@ -87,17 +99,22 @@ func (a *syncAcks) add(g *ackGroup) {
 	// An fsync that ended before the append above may have woken the loop
 	// before it could see g: look at the durable offset only now. (The
 	// flusher moves it before it signals, and the loop reads it after it
-	// took mu, so either the loop sees g or this sees the offset.)
-	if a.s.store.FlushedOffset() >= g.end || a.s.store.FlushFailure() != nil {
+	// took mu, so either the loop sees g or this sees the offset.) Without
+	// sync flush the replicas may have acknowledged already: look at once.
+	if !a.syncFlush || a.s.store.FlushedOffset() >= g.end || a.s.store.FlushFailure() != nil {
 		a.signal()
 	}
 }
 
-// run answers groups until ctx ends: after every fsync, and on a coarse tick
-// that finds groups whose fsync is overdue (a hung disk must not leave
-// clients without an answer).
+// run answers groups until ctx ends: after every fsync and acknowledgement,
+// and on a tick that finds the groups whose wait is overdue (a hung disk or
+// replica must not leave clients without an answer).
 func (a *syncAcks) run(ctx context.Context) {
-	tick := time.NewTicker(store.DefaultSyncFlushTimeout / 5)
+	every := store.DefaultSyncFlushTimeout
+	if a.s.opts.Replication == ReplicationSync {
+		every = min(every, a.s.opts.ReplicaAckTimeout)
+	}
+	tick := time.NewTicker(max(every/5, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -106,20 +123,20 @@ func (a *syncAcks) run(ctx context.Context) {
 		case <-a.wake:
 		case <-tick.C:
 		}
-		a.answer(ctx)
+		a.answer()
 	}
 }
 
-// answer answers every group the durable offset covers, and the overdue
-// ones with FLUSH_DISK_TIMEOUT, writing each connection once.
-func (a *syncAcks) answer(ctx context.Context) {
+// answer answers every group whose wait is over, writing each connection
+// once.
+func (a *syncAcks) answer() {
 	flushed := a.s.store.FlushedOffset()
 	failed := a.s.store.FlushFailure() != nil
 	now := time.Now()
 	a.mu.Lock()
 	ready, keep := a.spare[:0], a.pending[:0]
 	for _, g := range a.pending {
-		if g.end <= flushed || failed || now.Sub(g.stored) >= store.DefaultSyncFlushTimeout {
+		if a.decide(g, flushed, failed, now) {
 			ready = append(ready, g)
 		} else {
 			keep = append(keep, g)
@@ -128,16 +145,8 @@ func (a *syncAcks) answer(ctx context.Context) {
 	clear(a.pending[len(keep):])
 	a.pending = keep
 	a.mu.Unlock()
-	if len(ready) == 0 {
-		a.spare = ready
-		return
-	}
-	// The lease check of an unreplicated send (waitReplicas does not wait
-	// without --replication sync): once per answer round, right before the
-	// answers leave.
-	leaseErr := a.s.repl.waitReplicas(ctx, flushed)
 	for i, g := range ready {
-		a.answerGroup(g, g.end <= flushed, leaseErr, now)
+		a.answerGroup(g, now)
 		// Write a connection once, after its last group of this round.
 		last := true
 		for _, h := range ready[i+1:] {
@@ -159,16 +168,33 @@ func (a *syncAcks) answer(ctx context.Context) {
 	a.spare = ready[:0]
 }
 
-// answerGroup queues g's answers: as built when durable, else
-// FLUSH_DISK_TIMEOUT, or the lease refusal.
-func (a *syncAcks) answerGroup(g *ackGroup, durable bool, leaseErr error, now time.Time) {
+// decide reports whether g can be answered now, and sets its verdict.
+func (a *syncAcks) decide(g *ackGroup, flushed int64, failed bool, now time.Time) bool {
+	if a.syncFlush && g.end > flushed {
+		if failed || now.Sub(g.stored) >= store.DefaultSyncFlushTimeout {
+			g.flushTimeout = true
+			return true
+		}
+		return false
+	}
+	done, err := a.s.repl.replicated(g.end)
+	if !done && now.Sub(g.stored) >= a.s.opts.ReplicaAckTimeout {
+		done, err = true, a.s.repl.replicaTimeout(g.end)
+	}
+	g.err = err
+	return done
+}
+
+// answerGroup queues g's answers: as built, or FLUSH_DISK_TIMEOUT, or the
+// refusal of its verdict.
+func (a *syncAcks) answerGroup(g *ackGroup, now time.Time) {
 	for i, req := range g.reqs {
 		resp := g.resps[i]
 		switch {
-		case !durable:
+		case g.flushTimeout:
 			resp.Code = int32(protocol.FlushDiskTimeout)
-		case leaseErr != nil:
-			resp = a.s.putErrorResponse(req, "", leaseErr)
+		case g.err != nil:
+			resp = a.s.putErrorResponse(req, "", g.err)
 		}
 		a.s.metrics.sendDone(g.c, req, resp, now.Sub(g.start[i]))
 		if err := g.c.QueueResponse(req, resp); err != nil {
@@ -183,7 +209,7 @@ func (a *syncAcks) release(g *ackGroup) {
 	a.s.gate.leave()
 	clear(g.reqs)
 	clear(g.resps)
-	g.c, g.k = nil, nil
+	g.c, g.k, g.flushTimeout, g.err = nil, nil, false, nil
 	g.reqs, g.resps, g.start = g.reqs[:0], g.resps[:0], g.start[:0]
 	a.groups.Put(g)
 }
