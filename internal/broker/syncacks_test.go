@@ -271,3 +271,68 @@ func TestBrokerSyncFlushBoundsPendingSends(t *testing.T) {
 	}
 	testutil.Equal(t, len(seen), n, "sends answered")
 }
+
+// TestBrokerSyncReplicationSilentReplicaTimesOut: with --replication sync a
+// replica that joined the in-sync set and then stops fetching gets the
+// sends FLUSH_SLAVE_TIMEOUT after ReplicaAckTimeout, never SUCCESS; once it
+// fetches again the next send is acknowledged. The replica is played by a
+// raw connection speaking HELLO and FETCH.
+func TestBrokerSyncReplicationSilentReplicaTimesOut(t *testing.T) {
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-r")
+	opts.Replication = ReplicationSync
+	opts.ReplicaAckTimeout = 300 * time.Millisecond
+	opts.ReplicaLagMax = time.Minute // the silent replica stays in the set
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), "SyncRep", 1)
+	expectCode(t, sendRaw(t, c, s.Addr(), "SyncRep", 0, nil, []byte("alone")), protocol.Success, "send without replicas")
+
+	rc := newRawClient(t)
+	hello := protocol.ReplicaHelloRequestHeader{BrokerName: "broker-r", ReplicaID: 1, ReplicaAddr: "127.0.2.1:1", IDC: "idc2",
+		SegmentSize: s.store.SegmentSize()}
+	expectCode(t, invoke(t, rc, s.Addr(), protocol.ReplicaHello, hello.Ext(), nil), protocol.Success, "replica hello")
+	var from int64 // the replica's log end
+	fetch := func() {
+		t.Helper()
+		// Fetch until the replica's offset is the master's log end: it is
+		// then in the in-sync set, with everything acknowledged.
+		for {
+			h := protocol.ReplicaFetchRequestHeader{BrokerName: "broker-r", ReplicaID: 1, Epoch: s.repl.epoch(), Offset: from, MaxBytes: 1 << 20, MaxWaitMillis: 50}
+			resp := invoke(t, rc, s.Addr(), protocol.ReplicaFetch, h.Ext(), nil)
+			expectCode(t, resp, protocol.Success, "replica fetch")
+			if len(resp.Body) == 0 && from == s.store.CommitLogMaxOffset() {
+				return
+			}
+			from += int64(len(resp.Body))
+		}
+	}
+	fetch()
+	waitInSync(t, s, 1)
+
+	resp := sendRaw(t, c, s.Addr(), "SyncRep", 0, nil, []byte("unconfirmed"))
+	expectCode(t, resp, protocol.FlushSlaveTimeout, "send the silent replica never confirmed")
+	fetch()
+
+	// A send while the replica fetches again is acknowledged.
+	h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "SyncRep", QueueID: 0, BornTimestamp: time.Now().UnixMilli()}
+	answered := make(chan *remoting.Command, 1)
+	go func() {
+		resp, err := c.Invoke(context.Background(), s.Addr(), remoting.NewRequest(int32(protocol.SendMessage), h.Ext(), []byte("confirmed")))
+		if err != nil {
+			resp = &remoting.Command{Code: int32(protocol.SystemError), Remark: err.Error()}
+		}
+		answered <- resp
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		select {
+		case resp := <-answered:
+			expectCode(t, resp, protocol.Success, "send once the replica fetches again")
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the send was not answered")
+		}
+		fetch()
+	}
+}
