@@ -122,7 +122,7 @@ func (s *Server) storeKeptSends(c *remoting.Conn) {
 	k.errs = append(k.errs[:0], make([]error, n)...)
 	var g *ackGroup
 	if end := s.putKept(k); end > 0 {
-		g = s.syncAcks.group(c, k, end) // holds putKept's gate entry
+		g = s.syncAcks.group(c, k, end) // holds putKept's gate entry and write in flight
 	}
 	now := time.Now()
 	for i, req := range k.reqs {
@@ -172,13 +172,15 @@ func (s *Server) putKept(k *inlineSends) (flushTo int64) {
 		fail(store.ErrClosed)
 		return 0
 	}
+	// The write stays in flight until it is answered, so a switchover
+	// (waitCaughtUp) waits for the answers as it did for waitReplicas.
+	s.writesInFlight.Add(1)
 	defer func() {
 		if flushTo == 0 {
+			s.writesInFlight.Add(-1)
 			s.gate.leave()
 		}
 	}()
-	s.writesInFlight.Add(1)
-	defer s.writesInFlight.Add(-1)
 	if err := s.repl.checkWritable(); err != nil {
 		fail(err)
 		return 0

@@ -45,7 +45,8 @@ type syncAcks struct {
 
 // ackGroup is the answers to the plain sends one connection's read
 // goroutine stored with one append. Until answered it holds one entry of the
-// broker's shutdown gate (so Shutdown waits for it) and one token of its
+// broker's shutdown gate (so Shutdown waits for it), one count in
+// writesInFlight (so a switchover waits for it) and one token of its
 // connection's pending budget per send.
 type ackGroup struct {
 	c      *remoting.Conn
@@ -90,8 +91,8 @@ func (a *syncAcks) group(c *remoting.Conn, k *inlineSends, end int64) *ackGroup 
 	return g
 }
 
-// add queues g. The caller has entered the shutdown gate for it; answering
-// g leaves it.
+// add queues g. The caller has entered the shutdown gate and counted a
+// write in flight for it; answering g undoes both.
 func (a *syncAcks) add(g *ackGroup) {
 	a.mu.Lock()
 	a.pending = append(a.pending, g)
@@ -203,9 +204,11 @@ func (a *syncAcks) answerGroup(g *ackGroup, now time.Time) {
 	}
 }
 
-// release returns g's gate entry and tokens, and g to the pool.
+// release returns g's tokens, gate entry and write in flight, and g to the
+// pool.
 func (a *syncAcks) release(g *ackGroup) {
 	g.k.returnTokens(len(g.reqs))
+	a.s.writesInFlight.Add(-1)
 	a.s.gate.leave()
 	clear(g.reqs)
 	clear(g.resps)
