@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,8 +18,28 @@ import (
 // flush async: the load of the issue 11 comparison. Client and broker share
 // the process, so ns/op is both sides' cost per message.
 func BenchmarkBrokerSendInflight64(b *testing.B) {
+	benchSendInflight64(b, benchBroker(b, store.FlushAsync))
+}
+
+// BenchmarkBrokerSendInflight64Sync is BenchmarkBrokerSendInflight64 with
+// --flush sync (the "fsync before ack" case of the comparison); fsyncs/op
+// says how many messages one fsync acknowledged.
+func BenchmarkBrokerSendInflight64Sync(b *testing.B) {
+	var fsyncs atomic.Int64
+	s := benchBrokerWith(b, store.FlushSync, func(o *Options) {
+		o.commitLogSync = func(f *os.File) error {
+			fsyncs.Add(1)
+			return f.Sync()
+		}
+	})
+	f0 := fsyncs.Load()
+	benchSendInflight64(b, s)
+	b.ReportMetric(float64(fsyncs.Load()-f0)/float64(b.N), "fsyncs/op")
+}
+
+// benchSendInflight64 is the body of the in-flight benchmarks, against s.
+func benchSendInflight64(b *testing.B, s *Server) {
 	const inflight = 64
-	s := benchBroker(b, store.FlushAsync)
 	c := benchClient(b, s.Addr())
 	conn, err := c.Conn(b.Context(), s.Addr())
 	if err != nil {

@@ -107,6 +107,10 @@ type Server struct {
 	// and the store, so a switchover can wait them out.
 	repl           *replication
 	writesInFlight atomic.Int64
+	// syncAcks answers sends after their fsync (--flush sync) and their
+	// replicas' acknowledgement (--replication sync); nil without either
+	// (syncacks.go).
+	syncAcks *syncAcks
 
 	// Seams filled by registerExtraHandlers (see the package comment).
 	extra              extraServices
@@ -203,6 +207,14 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	sopts.ObservePut, sopts.ObserveFlush = s.metrics.storeObservers()
+	sopts.CommitLogSync = opts.commitLogSync
+	if opts.Flush == store.FlushSync || opts.Replication == ReplicationSync {
+		s.syncAcks = newSyncAcks(s)
+		s.loops = append(s.loops, s.syncAcks.run)
+		if opts.Flush == store.FlushSync {
+			sopts.OnFlush = s.syncAcks.flushed
+		}
+	}
 	sopts.RecoverDropCorrupt = opts.Hardening.RecoverDropCorrupt
 	sopts.MaxOpenQueueFiles = opts.Hardening.MaxOpenQueueFiles
 	st, err := store.Open(sopts)

@@ -3,7 +3,6 @@ package broker
 import (
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
-	"github.com/zonemq/zonemq/internal/store"
 )
 
 // sendCodes are the requests served by handleSendMessage.
@@ -11,37 +10,24 @@ var sendCodes = []protocol.RequestCode{
 	protocol.SendMessage, protocol.SendMessageV2, protocol.SendBatchMessage, protocol.SendReplyMessage,
 }
 
-// registerSendHandlers installs handleSendMessage for every send code:
-// inline on the connection's read goroutine when a send never waits (see
-// sendsInline), with the plain sends of one read stored together (the send
-// batch, inlinesends.go); on a goroutine per request otherwise.
+// registerSendHandlers installs handleSendMessage for every send code,
+// inline on the connection's read goroutine, with the plain sends of one
+// read stored together (the send batch, inlinesends.go). Inline handling
+// keeps one connection's sends in arrival order, saves a goroutine start and
+// wake-up per message, and lets the responses to all the sends one socket
+// read brought leave in one write. Nothing waits on the read goroutine: with
+// --flush sync or --replication sync the answers of plain sends wait in
+// syncAcks (syncacks.go), and the sends that cannot be deferred so (batches,
+// transaction halves, timer, delay and retry messages) go to a goroutine of
+// their own (serveAside). A send waiting on the read goroutine would stall
+// everything else on that connection, and group commit would see one message
+// per connection at a time.
 func (s *Server) registerSendHandlers() {
-	if s.sendsInline() {
-		codes := make([]int32, len(sendCodes))
-		for i, code := range sendCodes {
-			codes[i] = int32(code)
-		}
-		s.remoting.HandleInlineBatch(codes, s.inlineSendBatch()) // inlinesends.go
-		return
+	codes := make([]int32, len(sendCodes))
+	for i, code := range sendCodes {
+		codes[i] = int32(code)
 	}
-	for _, code := range sendCodes {
-		s.handle(code, s.handleSendMessage)
-	}
-}
-
-// sendsInline reports whether a send is answered without waiting on
-// anything but the store's append lock: with asynchronous flush and
-// asynchronous (or no) replication the store returns once the record is in
-// the page cache. Inline handling keeps one
-// connection's sends in arrival order, saves a goroutine start and wake-up
-// per message, and lets the responses to all the sends one socket read
-// brought leave in one write. A send that waits (an fsync with
-// --flush sync, the in-sync replicas' acknowledgement with --replication
-// sync, or any other wait added to the send path) must not run inline: it
-// would stall everything else on that connection, and group commit would
-// see one message per connection at a time.
-func (s *Server) sendsInline() bool {
-	return s.opts.Flush == store.FlushAsync && s.opts.Replication != ReplicationSync
+	s.remoting.HandleInlineBatch(codes, s.inlineSendBatch()) // inlinesends.go
 }
 
 // handleInline is handle for a handler that runs on the connection's read

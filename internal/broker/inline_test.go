@@ -17,7 +17,7 @@ func TestBrokerPipelinedSendsStoredInArrivalOrder(t *testing.T) {
 	// connection are stored in the order they were sent.
 	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
 	s := startBroker(t, opts)
-	testutil.True(t, s.sendsInline(), "flush async sends inline")
+	testutil.True(t, !s.deferSendAcks(), "flush async answers sends once stored")
 	c := newRawClient(t)
 	createTopic(t, c, s.Addr(), "InlineOrder", 1)
 	conn, err := c.Conn(t.Context(), s.Addr())
@@ -47,20 +47,22 @@ func TestBrokerPipelinedSendsStoredInArrivalOrder(t *testing.T) {
 	}
 }
 
-func TestBrokerWaitingSendsNotInline(t *testing.T) {
+func TestBrokerWaitingSendsAnsweredBySyncAcks(t *testing.T) {
+	// The fsync and replica waits are not on the read goroutine: syncAcks
+	// answers once they are over.
 	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
 	opts.Flush = store.FlushSync
 	s, err := New(opts)
 	testutil.NoError(t, err)
 	defer s.Shutdown()
-	testutil.True(t, !s.sendsInline(), "a send that waits for fsync must not block its connection's reads")
+	testutil.True(t, s.deferSendAcks(), "flush sync: sends answered after their fsync")
 
 	opts = testBrokerOptions(t, "127.0.1.1", "idc1", "broker-b")
 	opts.Replication = ReplicationSync
 	s2, err := New(opts)
 	testutil.NoError(t, err)
 	defer s2.Shutdown()
-	testutil.True(t, !s2.sendsInline(), "a send that waits for the replicas must not block its connection's reads")
+	testutil.True(t, s2.deferSendAcks(), "replication sync: sends answered after their replicas'")
 }
 
 // serverConn opens a connection to s and returns the broker's side of it.

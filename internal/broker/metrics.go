@@ -110,7 +110,7 @@ func newBrokerMetrics(s *Server) *brokerMetrics {
 	return &brokerMetrics{
 		s:            s,
 		sendLatency:  hist("send_latency_seconds", "Time to serve one send request (single or batch), store and flush wait included."),
-		putLatency:   hist("store_put_latency_seconds", "Time of one store put (append, dispatch and, with sync flush, the fsync wait)."),
+		putLatency:   hist("store_put_latency_seconds", "Time of one store put (append, dispatch and, with sync flush, the fsync wait except for plain sends, answered after it by the broker)."),
 		flushLatency: hist("store_flush_latency_seconds", "Time of one commit-log fsync."),
 		readers:      map[queueOfGroup]string{},
 		descs: brokerDescs{

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -136,6 +137,9 @@ type Options struct {
 	ControllerHeartbeatInterval time.Duration
 	// controllerDial, if set, dials the controller (tests cut the link).
 	controllerDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// commitLogSync, if set, replaces the commit log's fdatasync (tests hold
+	// and count fsyncs; store.Options.CommitLogSync).
+	commitLogSync func(*os.File) error
 
 	// TimerMaxDelay is how far ahead a timer message (TIMER_DELIVER_MS,
 	// TIMER_DELAY_SEC, TIMER_DELAY_MS) may be due; further is refused with

@@ -391,6 +391,9 @@ func (r *replication) signalAcks() {
 	close(r.ackCh)
 	r.ackCh = make(chan struct{})
 	r.ackMu.Unlock()
+	if r.s.syncAcks != nil {
+		r.s.syncAcks.signal()
+	}
 }
 
 func (r *replication) ackChan() <-chan struct{} {

@@ -246,38 +246,11 @@ func (r *replication) isrLoop(ctx context.Context) {
 // log up to end and at least MinInsyncReplicas copies exist. The message is
 // stored on the master either way; an error means it is not acknowledged.
 func (r *replication) waitReplicas(ctx context.Context, end int64) error {
-	if r.s.opts.Replication != ReplicationSync {
-		if r.controllerMode() && !r.leaseValid() {
-			return fmt.Errorf("%w: not acknowledged", errLeaseExpired)
-		}
-		return nil
-	}
 	var timer *time.Timer
 	for {
 		ch := r.ackChan()
-		r.mu.Lock()
-		inSync, behind := 0, 0
-		for _, p := range r.replicas {
-			if p.inSync {
-				inSync++
-				if p.acked < end {
-					behind++
-				}
-			}
-		}
-		master := r.state.Master
-		r.mu.Unlock()
-		if !master {
-			return fmt.Errorf("%w: the broker stopped being master before the replicas confirmed", errReplicaTimeout)
-		}
-		if 1+inSync < r.s.opts.MinInsyncReplicas {
-			return fmt.Errorf("%w: %d in-sync copies, min-insync-replicas is %d", errReplicaTimeout, 1+inSync, r.s.opts.MinInsyncReplicas)
-		}
-		if behind == 0 {
-			if r.controllerMode() && !r.leaseValid() {
-				return fmt.Errorf("%w: the lease lapsed before the replicas confirmed", errLeaseExpired)
-			}
-			return nil
+		if done, err := r.replicated(end); done {
+			return err
 		}
 		if timer == nil {
 			timer = time.NewTimer(r.s.opts.ReplicaAckTimeout)
@@ -286,11 +259,64 @@ func (r *replication) waitReplicas(ctx context.Context, end int64) error {
 		select {
 		case <-ch:
 		case <-timer.C:
-			return fmt.Errorf("%w: %d in-sync replicas did not confirm within %s", errReplicaTimeout, behind, r.s.opts.ReplicaAckTimeout)
+			return r.replicaTimeout(end)
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %v", errReplicaTimeout, ctx.Err())
 		}
 	}
+}
+
+// replicated is waitReplicas without the wait: done once the log up to end
+// may be acknowledged (err nil) or must not be (err says why); not done
+// while in-sync replicas still miss part of it (a change is signalled on
+// ackChan, and to syncAcks). Without sync replication it only checks the
+// controller's lease.
+func (r *replication) replicated(end int64) (done bool, err error) {
+	if r.s.opts.Replication != ReplicationSync {
+		if r.controllerMode() && !r.leaseValid() {
+			return true, fmt.Errorf("%w: not acknowledged", errLeaseExpired)
+		}
+		return true, nil
+	}
+	r.mu.Lock()
+	inSync, behind := 0, 0
+	for _, p := range r.replicas {
+		if p.inSync {
+			inSync++
+			if p.acked < end {
+				behind++
+			}
+		}
+	}
+	master := r.state.Master
+	r.mu.Unlock()
+	if !master {
+		return true, fmt.Errorf("%w: the broker stopped being master before the replicas confirmed", errReplicaTimeout)
+	}
+	if 1+inSync < r.s.opts.MinInsyncReplicas {
+		return true, fmt.Errorf("%w: %d in-sync copies, min-insync-replicas is %d", errReplicaTimeout, 1+inSync, r.s.opts.MinInsyncReplicas)
+	}
+	if behind > 0 {
+		return false, nil
+	}
+	if r.controllerMode() && !r.leaseValid() {
+		return true, fmt.Errorf("%w: the lease lapsed before the replicas confirmed", errLeaseExpired)
+	}
+	return true, nil
+}
+
+// replicaTimeout is the refusal of a send whose in-sync replicas did not
+// confirm the log up to end within ReplicaAckTimeout.
+func (r *replication) replicaTimeout(end int64) error {
+	r.mu.Lock()
+	behind := 0
+	for _, p := range r.replicas {
+		if p.inSync && p.acked < end {
+			behind++
+		}
+	}
+	r.mu.Unlock()
+	return fmt.Errorf("%w: %d in-sync replicas did not confirm within %s", errReplicaTimeout, behind, r.s.opts.ReplicaAckTimeout)
 }
 
 // handleReplicaSyncMeta merges the consumer offsets a replica took commits

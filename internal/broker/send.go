@@ -72,6 +72,12 @@ func (s *Server) serveSend(ctx context.Context, c *remoting.Conn, req *remoting.
 	if batch {
 		if kept != nil {
 			s.storeKeptSends(c)
+			if s.deferSendAcks() {
+				hc := h // only this copy escapes to the goroutine
+				return s.serveAside(c, req, kept, func(ctx context.Context) *remoting.Command {
+					return s.sendBatch(ctx, req, &hc, bornHost)
+				})
+			}
 		}
 		return s.sendBatch(ctx, req, &h, bornHost)
 	}
@@ -96,9 +102,23 @@ func (s *Server) serveSend(ctx context.Context, c *remoting.Conn, req *remoting.
 			return nil
 		}
 		s.storeKeptSends(c)
+		if s.deferSendAcks() {
+			hc := h // only this copy escapes to the goroutine
+			return s.serveAside(c, req, kept, func(ctx context.Context) *remoting.Command {
+				return s.storeSend(ctx, c, req, &hc, m, level)
+			})
+		}
 	}
+	return s.storeSend(ctx, c, req, &h, m, level)
+}
+
+// storeSend stores m, the single message of req (routed, its delay level
+// given), through the service its kind calls for, and answers.
+func (s *Server) storeSend(ctx context.Context, c *remoting.Conn, req *remoting.Command, h *protocol.SendMessageRequestHeader,
+	m *protocol.MessageExt, level int) *remoting.Command {
+	var err error
 	if strings.HasPrefix(h.Topic, protocol.RetryGroupPrefix) && s.beforeRetryStore != nil {
-		if err := s.beforeRetryStore(ctx, &h, m); err != nil {
+		if err := s.beforeRetryStore(ctx, h, m); err != nil {
 			return errorf(req, protocol.SystemError, "handling the retry message for %s: %v", h.Topic, err)
 		}
 	}

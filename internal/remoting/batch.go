@@ -77,3 +77,9 @@ func (c *Conn) endBatch() {
 	}()
 	b.End(c)
 }
+
+// FlushQueued writes the responses queued with QueueResponse outside the
+// read goroutine (which writes what it queued itself): for a server that
+// answers requests of many connections together, such as the sends one
+// fsync made durable, with one write per connection.
+func (c *Conn) FlushQueued() error { return c.flush(false) }

@@ -23,7 +23,9 @@ type commitLog struct {
 	dir, indexDir string
 	segmentSize   int64
 	log           *slog.Logger
-	observeFlush  func(time.Duration) // Options.ObserveFlush; nil when unset
+	observeFlush  func(time.Duration)  // Options.ObserveFlush; nil when unset
+	onFlush       func(int64)          // Options.OnFlush; nil when unset
+	syncFile      func(*os.File) error // Options.CommitLogSync; nil: datasync
 
 	segMu    sync.RWMutex
 	segments []*segment // ascending by start; the last one is written

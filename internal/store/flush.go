@@ -58,6 +58,10 @@ func (cl *commitLog) flushCommitLog() error {
 	f := &cl.flush
 	f.syncMu.Lock()
 	defer f.syncMu.Unlock()
+	if cl.onFlush != nil {
+		// Runs after the broadcast below, once flushedPos has moved.
+		defer func() { cl.onFlush(cl.flushedPos.Load()) }()
+	}
 	defer f.broadcast()
 	if err := f.failure(); err != nil {
 		return err
@@ -68,8 +72,12 @@ func (cl *commitLog) flushCommitLog() error {
 		return nil
 	}
 	start := time.Now()
+	syncFile := cl.syncFile
+	if syncFile == nil {
+		syncFile = datasync
+	}
 	for _, g := range cl.segmentsBetween(from, target) {
-		if err := datasync(g.file); err != nil {
+		if err := syncFile(g.file); err != nil {
 			err = fmt.Errorf("store: fsync commit-log segment %s: %w", g.path, err)
 			f.err.Store(&err)
 			cl.log.Error("commit-log fsync failed; refusing further puts until restart", "err", err)
@@ -83,6 +91,15 @@ func (cl *commitLog) flushCommitLog() error {
 	cl.flushedPos.Store(target)
 	return nil
 }
+
+// FlushedOffset is the end of the commit log's durable prefix: every record
+// below it was fsynced. It only grows.
+func (s *Store) FlushedOffset() int64 { return s.cl.flushedPos.Load() }
+
+// FlushFailure is the error of the commit-log fsync that failed, or nil.
+// After one the store refuses puts and no later fsync is tried: records
+// above FlushedOffset then never become durable in this run.
+func (s *Store) FlushFailure() error { return s.cl.flush.failure() }
 
 // requestFlush wakes the flusher without blocking.
 func (cl *commitLog) requestFlush() {

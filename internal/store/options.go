@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -124,6 +125,16 @@ type Options struct {
 	// fsync took; the broker feeds its latency histograms with them. They
 	// run on the hot path and must not block.
 	ObservePut, ObserveFlush func(time.Duration)
+	// OnFlush, when set, is called by whoever flushed the commit log (the
+	// flusher goroutine, Close) after every flush attempt, successful or
+	// not (see FlushFailure), with FlushedOffset. It runs with the flush
+	// lock held and must not block: a broker uses it to wake the goroutine
+	// that answers the sends the fsync made durable (AppendEach).
+	OnFlush func(flushed int64)
+	// CommitLogSync replaces fdatasync on commit-log segments (nil: fdatasync).
+	// Tests use it to hold, count or fail the fsync that acknowledgements
+	// wait for.
+	CommitLogSync func(*os.File) error
 
 	// clock replaces time.Now in tests (store timestamps and retention).
 	clock func() time.Time

@@ -35,17 +35,63 @@ func (s *Store) PutEach(ctx context.Context, ms []*protocol.MessageExt, res []Pu
 	if len(res) < len(ms) || len(errs) < len(ms) {
 		panic("store: PutEach needs a result and an error slot per message")
 	}
-	var start time.Time
-	if s.opts.ObservePut != nil {
-		start = time.Now()
+	start := time.Now()
+	flushTo := s.appendEach(ms, res, errs)
+	if flushTo > 0 && s.opts.Flush == FlushSync && !s.cl.waitFlushed(ctx, flushTo, s.opts.SyncFlushTimeout) {
+		for i := range ms {
+			if errs[i] == nil {
+				res[i].Status = PutFlushDiskTimeout
+			}
+		}
 	}
+	s.observeEach(start, errs[:len(ms)])
+}
+
+// AppendEach is PutEach without the flush wait: it returns once the records
+// are written (to the page cache), with the commit-log offset their fsync
+// must reach before any of them counts as durable (0 when none was stored).
+// In FlushSync mode it asks the flusher for an fsync, whose completion the
+// caller learns from Options.OnFlush and FlushedOffset; this is how a broker
+// acknowledges many sends after one fsync with one wake-up, instead of a
+// goroutine waiting per send. The results say PutOK: the caller must not
+// report them before FlushedOffset covers the returned offset.
+func (s *Store) AppendEach(ms []*protocol.MessageExt, res []PutResult, errs []error) int64 {
+	if len(res) < len(ms) || len(errs) < len(ms) {
+		panic("store: AppendEach needs a result and an error slot per message")
+	}
+	start := time.Now()
+	flushTo := s.appendEach(ms, res, errs)
+	if flushTo > 0 && s.opts.Flush == FlushSync {
+		s.cl.requestFlush()
+	}
+	s.observeEach(start, errs[:len(ms)])
+	return flushTo
+}
+
+// observeEach reports the time since start to Options.ObservePut once per
+// stored message.
+func (s *Store) observeEach(start time.Time, errs []error) {
+	if s.opts.ObservePut == nil {
+		return
+	}
+	d := time.Since(start)
+	for _, err := range errs {
+		if err == nil {
+			s.opts.ObservePut(d)
+		}
+	}
+}
+
+// appendEach writes the records of PutEach and AppendEach and returns the
+// end of the last one stored (0: none).
+func (s *Store) appendEach(ms []*protocol.MessageExt, res []PutResult, errs []error) int64 {
 	clear(res[:len(ms)])
 	clear(errs[:len(ms)])
 	if err := s.checkWritable(); err != nil {
 		for i := range ms {
 			errs[i] = err
 		}
-		return
+		return 0
 	}
 	limit := min(int64(maxEachGroupBytes), s.opts.SegmentSize-blankMarkerLen)
 	bp := getPutBuffer(0)
@@ -109,21 +155,7 @@ func (s *Store) PutEach(ctx context.Context, ms []*protocol.MessageExt, res []Pu
 			}
 		}
 	}
-	if flushTo > 0 && s.opts.Flush == FlushSync && !s.cl.waitFlushed(ctx, flushTo, s.opts.SyncFlushTimeout) {
-		for i := range ms {
-			if errs[i] == nil {
-				res[i].Status = PutFlushDiskTimeout
-			}
-		}
-	}
-	if s.opts.ObservePut != nil {
-		d := time.Since(start)
-		for i := range ms {
-			if errs[i] == nil {
-				s.opts.ObservePut(d)
-			}
-		}
-	}
+	return flushTo
 }
 
 // appendEachLocked is appendLocked for records of any queues: one reserve,

@@ -111,6 +111,8 @@ func Open(opts Options) (*Store, error) {
 	s.cl = newCommitLog(logDir, indexDir, opts.SegmentSize, logger)
 	s.reads = newReadCache(opts.SegmentSize)
 	s.cl.observeFlush = opts.ObserveFlush
+	s.cl.onFlush = opts.OnFlush
+	s.cl.syncFile = opts.CommitLogSync
 	// The abort file marks a run in progress, recovery included; only a
 	// complete Close removes it.
 	abortPath := filepath.Join(opts.Dir, "abort")
