@@ -54,6 +54,28 @@ func (h *heldFsync) sync(f *os.File) error {
 
 func (h *heldFsync) let() { h.released.Do(func() { close(h.release) }) }
 
+// heldFsyncBroker starts a --flush sync broker whose fsyncs go through fs,
+// with topic (of queues queues) created and one message sent and answered
+// while the disk still works.
+func heldFsyncBroker(t *testing.T, fs *heldFsync, topic string, queues int) (*Server, *remoting.Client) {
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
+	opts.Flush = store.FlushSync
+	opts.commitLogSync = fs.sync
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), topic, queues)
+	expectCode(t, sendRaw(t, c, s.Addr(), topic, 0, nil, []byte("before")), protocol.Success, "send while the disk works")
+	return s, c
+}
+
+// dialRaw opens a plain TCP connection to s, closed when the test ends.
+func dialRaw(t *testing.T, s *Server) net.Conn {
+	nc, err := net.Dial("tcp", s.Addr())
+	testutil.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	return nc
+}
+
 // TestBrokerSyncFlushAnswersSendsOnlyAfterTheirFsync: with --flush sync, a
 // send is answered SEND_OK only once an fsync that started after it was
 // written has returned. The sends are written on a raw connection followed
@@ -62,18 +84,10 @@ func (h *heldFsync) let() { h.released.Do(func() { close(h.release) }) }
 // is held no send answer may come first.
 func TestBrokerSyncFlushAnswersSendsOnlyAfterTheirFsync(t *testing.T) {
 	fs := newHeldFsync(t)
-	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
-	opts.Flush = store.FlushSync
-	opts.commitLogSync = fs.sync
-	s := startBroker(t, opts)
-	c := newRawClient(t)
-	createTopic(t, c, s.Addr(), "SyncAck", 2)
-	expectCode(t, sendRaw(t, c, s.Addr(), "SyncAck", 0, nil, []byte("before")), protocol.Success, "send before holding the fsync")
+	s, _ := heldFsyncBroker(t, fs, "SyncAck", 2)
 
 	fs.held.Store(true)
-	nc, err := net.Dial("tcp", s.Addr())
-	testutil.NoError(t, err)
-	t.Cleanup(func() { nc.Close() })
+	nc := dialRaw(t, s)
 	const n = 40
 	var frames []byte
 	for i := range n {
@@ -85,7 +99,7 @@ func TestBrokerSyncFlushAnswersSendsOnlyAfterTheirFsync(t *testing.T) {
 	probe := remoting.NewRequest(int32(protocol.GetMaxOffset), (&protocol.QueueRequestHeader{Topic: "SyncAck", QueueID: 0}).Ext(), nil)
 	probe.Opaque = n + 1
 	frames = remoting.AppendFrame(frames, probe)
-	_, err = nc.Write(frames)
+	_, err := nc.Write(frames)
 	testutil.NoError(t, err)
 
 	r := bufio.NewReader(nc)
@@ -125,13 +139,7 @@ func TestBrokerSyncFlushAnswersSendsOnlyAfterTheirFsync(t *testing.T) {
 // SEND_OK; the sends after it are refused.
 func TestBrokerSyncFlushFailedFsyncIsNotAcknowledged(t *testing.T) {
 	fs := newHeldFsync(t)
-	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
-	opts.Flush = store.FlushSync
-	opts.commitLogSync = fs.sync
-	s := startBroker(t, opts)
-	c := newRawClient(t)
-	createTopic(t, c, s.Addr(), "SyncFail", 1)
-	expectCode(t, sendRaw(t, c, s.Addr(), "SyncFail", 0, nil, []byte("ok")), protocol.Success, "send while the disk works")
+	s, c := heldFsyncBroker(t, fs, "SyncFail", 1)
 	fs.fail.Store(true)
 	expectCode(t, sendRaw(t, c, s.Addr(), "SyncFail", 0, nil, []byte("lost")), protocol.FlushDiskTimeout, "send whose fsync failed")
 	resp := sendRaw(t, c, s.Addr(), "SyncFail", 0, nil, []byte("after"))
@@ -181,13 +189,6 @@ func TestBrokerSyncSendAllocationBudget(t *testing.T) {
 	createTopic(t, c, s.Addr(), benchTopic, benchQueues)
 	sc := serverConn(t, s, c)
 	body := make([]byte, benchBodySize)
-	const group = 32
-	reqs := make([]*remoting.Command, group)
-	for i := range reqs {
-		reqs[i] = remoting.NewRequest(int32(protocol.SendMessage), benchSendExt(int32(i%benchQueues), int64(i)), body)
-		reqs[i].Flag |= remoting.FlagOneway // the test's conn must not pile up answers nobody reads
-	}
-	ctx := context.Background()
 	k := s.keptSends(sc)
 	answered := func() {
 		// Every send's token is back once syncAcks has answered it.
@@ -197,16 +198,7 @@ func TestBrokerSyncSendAllocationBudget(t *testing.T) {
 			}
 		}
 	}
-	const runs = 50
-	allocs := testing.AllocsPerRun(runs, func() {
-		for _, r := range reqs {
-			if resp := s.serveSend(ctx, sc, r, k); resp != nil {
-				t.Fatalf("send not kept: %s", resp.Remark)
-			}
-		}
-		s.storeKeptSends(sc)
-		answered()
-	}) / group
+	allocs := keptSendAllocs(t, s, sc, oneWaySends(32, body), answered)
 	t.Logf("sync sends: %.1f allocations per message", allocs)
 	testutil.True(t, allocs <= syncSendAllocBudget, fmt.Sprintf("%.1f allocations per sync send, budget %d", allocs, syncSendAllocBudget))
 	testutil.True(t, s.store.FlushedOffset() >= s.store.CommitLogMaxOffset(), "the sends were flushed")
@@ -229,18 +221,10 @@ func (a *syncAcks) pendingSends() int {
 // send is answered.
 func TestBrokerSyncFlushBoundsPendingSends(t *testing.T) {
 	fs := newHeldFsync(t)
-	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a")
-	opts.Flush = store.FlushSync
-	opts.commitLogSync = fs.sync
-	s := startBroker(t, opts)
-	c := newRawClient(t)
-	createTopic(t, c, s.Addr(), "SyncBound", 1)
-	expectCode(t, sendRaw(t, c, s.Addr(), "SyncBound", 0, nil, []byte("before")), protocol.Success, "send before holding the fsync")
+	s, _ := heldFsyncBroker(t, fs, "SyncBound", 1)
 
 	fs.held.Store(true)
-	nc, err := net.Dial("tcp", s.Addr())
-	testutil.NoError(t, err)
-	t.Cleanup(func() { nc.Close() })
+	nc := dialRaw(t, s)
 	const n = maxPendingSends + 100
 	var frames []byte
 	for i := range n {
