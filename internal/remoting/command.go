@@ -148,5 +148,9 @@ func (c *Command) String() string {
 	} else if c.IsOneway() {
 		kind = "oneway"
 	}
-	return fmt.Sprintf("%s code=%d opaque=%d remark=%q ext=%v body=%dB", kind, c.Code, c.Opaque, c.Remark, c.ExtMap(), len(c.Body))
+	ext := c.ExtFields
+	if c.rawExt != "" {
+		ext = binaryExtMap(c.rawExt) // not stored: String must not change c
+	}
+	return fmt.Sprintf("%s code=%d opaque=%d remark=%q ext=%v body=%dB", kind, c.Code, c.Opaque, c.Remark, ext, len(c.Body))
 }
