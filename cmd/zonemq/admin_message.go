@@ -263,26 +263,12 @@ func runAdminBrokerStats(ctx context.Context, args []string, stdout, stderr io.W
 	if err != nil {
 		return clientError(err)
 	}
-	type sample struct {
-		rt  map[string]string
-		err error
+	first, second, dt, err := sampleBrokersTwice(ctx, brokers, *interval, func(addr string) (map[string]string, error) {
+		return s.admin.BrokerRuntime(ctx, addr)
+	})
+	if err != nil {
+		return err
 	}
-	read := func() []sample {
-		out := make([]sample, len(brokers))
-		for i, b := range brokers {
-			out[i].rt, out[i].err = s.admin.BrokerRuntime(ctx, b.Addr)
-		}
-		return out
-	}
-	first := read()
-	start := time.Now()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(*interval):
-	}
-	second := read()
-	dt := time.Since(start).Seconds()
 	var rows []brokerStatsJSON
 	for i, b := range brokers {
 		row := brokerStatsJSON{IDC: b.IDC, Broker: b.Name, Addr: b.Addr, InByIDC: map[string]float64{}, OutByIDC: map[string]float64{}}
@@ -292,7 +278,7 @@ func runAdminBrokerStats(ctx context.Context, args []string, stdout, stderr io.W
 			continue
 		}
 		perIDC := func(key string, dst map[string]float64) float64 {
-			before, after := runtimeCounts(first[i].rt[key]), runtimeCounts(second[i].rt[key])
+			before, after := runtimeCounts(first[i].v[key]), runtimeCounts(second[i].v[key])
 			total := 0.0
 			for k, v := range after {
 				r := float64(max(v-before[k], 0)) / dt
@@ -306,8 +292,8 @@ func runAdminBrokerStats(ctx context.Context, args []string, stdout, stderr io.W
 		}
 		row.InTPS = perIDC("zonemqMsgInByClientIDC", row.InByIDC)
 		row.OutTPS = perIDC("zonemqMsgOutByClientIDC", row.OutByIDC)
-		row.DiskRatio = second[i].rt["commitLogDiskRatio"]
-		row.CommitLogMax = second[i].rt["commitLogMaxOffset"]
+		row.DiskRatio = second[i].v["commitLogDiskRatio"]
+		row.CommitLogMax = second[i].v["commitLogMaxOffset"]
 		rows = append(rows, row)
 	}
 	if s.json() {
@@ -463,6 +449,36 @@ func runAdminProducerConnections(ctx context.Context, args []string, stdout, std
 
 // tpsInterval adds --interval, the span TPS is measured over, to s's flags
 // and returns it with the check to run once they are parsed.
+// brokerSample is one broker's answer to a sampleBrokersTwice read.
+type brokerSample[T any] struct {
+	v   T
+	err error
+}
+
+// sampleBrokersTwice reads every broker, waits interval, and reads them
+// again, for rates over the interval: dt is the seconds between the two
+// reads' starts. Only ctx ending makes it fail; a broker's error is in its
+// samples.
+func sampleBrokersTwice[T any](ctx context.Context, brokers []client.BrokerStatus, interval time.Duration,
+	read func(addr string) (T, error)) (first, second []brokerSample[T], dt float64, err error) {
+	readAll := func() []brokerSample[T] {
+		out := make([]brokerSample[T], len(brokers))
+		for i, b := range brokers {
+			out[i].v, out[i].err = read(b.Addr)
+		}
+		return out
+	}
+	first = readAll()
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return nil, nil, 0, ctx.Err()
+	case <-time.After(interval):
+	}
+	second = readAll()
+	return first, second, time.Since(start).Seconds(), nil
+}
+
 func tpsInterval(s *adminSession) (*time.Duration, func() error) {
 	interval := s.fs.Duration("interval", time.Second, "TPS is measured over this interval")
 	return interval, func() error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"time"
 
 	"github.com/zonemq/zonemq/client"
 )
@@ -39,31 +38,19 @@ func runAdminTopicStats(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return clientError(err)
 	}
-	type sample struct {
-		flows *client.TopicFlows
-		err   error
+	first, second, _, err := sampleBrokersTwice(ctx, brokers, *interval, func(addr string) (*client.TopicFlows, error) {
+		return s.admin.TopicFlows(ctx, addr, *topic)
+	})
+	if err != nil {
+		return err
 	}
-	read := func() []sample {
-		out := make([]sample, len(brokers))
-		for i, b := range brokers {
-			out[i].flows, out[i].err = s.admin.TopicFlows(ctx, b.Addr, *topic)
-		}
-		return out
-	}
-	first := read()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(*interval):
-	}
-	second := read()
 	var rows []topicStatsJSON
 	for i, b := range brokers {
 		if err := errors.Join(first[i].err, second[i].err); err != nil {
 			rows = append(rows, topicStatsJSON{IDC: b.IDC, Broker: b.Name, BrokerAddr: b.Addr, Error: oneLine(err.Error())})
 			continue
 		}
-		rows = append(rows, topicFlowRows(b, first[i].flows, second[i].flows, *all)...)
+		rows = append(rows, topicFlowRows(b, first[i].v, second[i].v, *all)...)
 	}
 	if s.json() {
 		if rows == nil {
