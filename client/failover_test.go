@@ -88,19 +88,8 @@ func TestClientNamesrvHangFailover(t *testing.T) {
 // latest after one attempt timeout (1 s); the application sees no error, and
 // later sends avoid the hung broker.
 func TestClientBrokerHangFailover(t *testing.T) {
-	c := startCluster(t, 2)
 	const topic = "HangTopic"
-	createTopic(t, c, topic, 4)
-	proxy, err := testutil.NewProxy(c.Host(1)+":0", c.BrokerAddr(1))
-	testutil.NoError(t, err)
-	t.Cleanup(func() { proxy.Close() })
-	dc := newDialCounter(c.Host(1))
-	dc.redirect(c.BrokerAddr(1), proxy.Addr())
-	cc := clientConfig(c, 1)
-	cc.Dial = dc.dial
-	p := newProducer(t, cc)
-	_, res := sendN(t, p, topic, "pre", 1)
-	testutil.Equal(t, res[0].IDC, "idc1", "broker IDC before the hang")
+	p, proxy := hangableProducer(t, topic)
 
 	proxy.Blackhole(true)
 	t0 := time.Now()
@@ -149,19 +138,8 @@ func TestClientAddrsrvDownKeepsList(t *testing.T) {
 // out and are stored by the other IDC's broker; every callback reports
 // success exactly once.
 func TestClientBrokerHangFailoverAsync(t *testing.T) {
-	c := startCluster(t, 2)
 	const topic = "HangAsyncTopic"
-	createTopic(t, c, topic, 4)
-	proxy, err := testutil.NewProxy(c.Host(1)+":0", c.BrokerAddr(1))
-	testutil.NoError(t, err)
-	t.Cleanup(func() { proxy.Close() })
-	dc := newDialCounter(c.Host(1))
-	dc.redirect(c.BrokerAddr(1), proxy.Addr())
-	cc := clientConfig(c, 1)
-	cc.Dial = dc.dial
-	p := newProducer(t, cc)
-	_, res := sendN(t, p, topic, "pre", 1) // the route is cached, the connection open
-	testutil.Equal(t, res[0].IDC, "idc1", "broker IDC before the hang")
+	p, proxy := hangableProducer(t, topic)
 
 	proxy.Blackhole(true)
 	const n = 20
@@ -199,4 +177,24 @@ func TestClientBrokerHangFailoverAsync(t *testing.T) {
 	testutil.True(t, st.SentByIDC["idc2"] >= 1 && st.Retries >= 1, "retried on idc2")
 	testutil.Equal(t, st.Failures, int64(0), "no failed sends")
 	proxy.Restore()
+}
+
+// hangableProducer starts two IDCs with topic and an idc1 producer that
+// reaches idc1's broker through proxy (to hang it with Blackhole); one
+// message has been stored on idc1, so the route is cached and the
+// connection open.
+func hangableProducer(t *testing.T, topic string) (*client.Producer, *testutil.Proxy) {
+	c := startCluster(t, 2)
+	createTopic(t, c, topic, 4)
+	proxy, err := testutil.NewProxy(c.Host(1)+":0", c.BrokerAddr(1))
+	testutil.NoError(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	dc := newDialCounter(c.Host(1))
+	dc.redirect(c.BrokerAddr(1), proxy.Addr())
+	cc := clientConfig(c, 1)
+	cc.Dial = dc.dial
+	p := newProducer(t, cc)
+	_, res := sendN(t, p, topic, "pre", 1)
+	testutil.Equal(t, res[0].IDC, "idc1", "broker IDC before the hang")
+	return p, proxy
 }
