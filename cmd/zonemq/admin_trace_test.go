@@ -47,27 +47,7 @@ func TestCLIAdminTrace(t *testing.T) {
 	testutil.NoError(t, p.Start(), "producer Start")
 	t.Cleanup(func() { p.Shutdown() })
 
-	var mu sync.Mutex
-	consumed := map[string]bool{}
-	pc, err := consumer.NewPushConsumer(
-		consumer.WithGroupName("traced_cg"),
-		consumer.WithInstance(fmt.Sprintf("traced-c-%d", time.Now().UnixNano())),
-		consumer.WithNsResolver(primitive.NewPassthroughResolver(c.NamesrvAddrs())),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-		consumer.WithTrace(trace),
-	)
-	testutil.NoError(t, err, "NewPushConsumer")
-	testutil.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
-		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, m := range msgs {
-				consumed[m.MsgId] = true
-			}
-			return consumer.ConsumeSuccess, nil
-		}), "Subscribe")
-	testutil.NoError(t, pc.Start(), "consumer Start")
-	t.Cleanup(func() { pc.Shutdown() })
+	startTracedConsumer(t, topic, "traced_cg", fmt.Sprintf("traced-c-%d", time.Now().UnixNano()), c.NamesrvAddrs(), trace)
 
 	ids := map[string]string{} // msg id → key
 	for i := range 3 {
@@ -158,23 +138,7 @@ func checkTraceAcrossIDCs(t *testing.T, c *devcluster.Cluster, trace *primitive.
 	testutil.NoError(t, err, "NewDefaultProducer")
 	testutil.NoError(t, p.Start(), "producer Start")
 	defer p.Shutdown()
-	var mu sync.Mutex
-	consumed := map[string]bool{}
-	pc, err := consumer.NewPushConsumer(consumer.WithGroupName("hop_cg"), consumer.WithInstance(instance),
-		consumer.WithNsResolver(primitive.NewPassthroughResolver(ns)), consumer.WithTrace(trace),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
-	testutil.NoError(t, err, "NewPushConsumer")
-	testutil.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
-		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, m := range msgs {
-				consumed[m.MsgId] = true
-			}
-			return consumer.ConsumeSuccess, nil
-		}), "Subscribe")
-	testutil.NoError(t, pc.Start(), "consumer Start")
-	defer pc.Shutdown()
+	saw := startTracedConsumer(t, topic, "hop_cg", instance, ns, trace)
 
 	res, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("hop")).WithKeys([]string{"hop-1"}))
 	testutil.NoError(t, err, "SendSync")
@@ -220,11 +184,37 @@ func checkTraceAcrossIDCs(t *testing.T, c *devcluster.Cluster, trace *primitive.
 			}
 		}
 	}
-	mu.Lock()
-	testutil.True(t, consumed[id], "the handler saw", id)
-	mu.Unlock()
+	testutil.True(t, saw(id), "the handler saw", id)
 	r = cli(t, cliArgs(c, 1, []string{"admin", "trace", "--msg-id", id})...)
 	testutil.Equal(t, r.code, 0, r.stderr)
 	t.Logf("zonemq admin trace --msg-id %s (idc1's broker down):\n%s", id, r.stdout)
 	testutil.NoError(t, c.StartBroker(1), "restart idc1's broker")
+}
+
+// startTracedConsumer starts a stock rocketmq-client-go push consumer of
+// topic from its first offset, with message trace on, shut down when the
+// test ends; saw reports whether its handler got a message id.
+func startTracedConsumer(t *testing.T, topic, group, instance string, ns []string, trace *primitive.TraceConfig) (saw func(id string) bool) {
+	var mu sync.Mutex
+	consumed := map[string]bool{}
+	pc, err := consumer.NewPushConsumer(consumer.WithGroupName(group), consumer.WithInstance(instance),
+		consumer.WithNsResolver(primitive.NewPassthroughResolver(ns)), consumer.WithTrace(trace),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	testutil.NoError(t, err, "NewPushConsumer")
+	testutil.NoError(t, pc.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				consumed[m.MsgId] = true
+			}
+			return consumer.ConsumeSuccess, nil
+		}), "Subscribe")
+	testutil.NoError(t, pc.Start(), "consumer Start")
+	t.Cleanup(func() { pc.Shutdown() })
+	return func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return consumed[id]
+	}
 }
