@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -32,17 +31,11 @@ const (
 // (--inflight 1: synchronously; more: PublishAsync with that many acks
 // pending) or consumes the whole stream with an ordered consumer.
 func runNatsClient(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("nats-client", flag.ContinueOnError)
-	url := fs.String("url", "", "NATS server URL")
-	mode := fs.String("mode", "publish", "publish or consume")
-	inflight := fs.Int("inflight", 64, "publishes in flight (1: synchronous)")
-	size := fs.Int("size", 1024, "body bytes")
-	duration := fs.Duration("duration", 5*time.Second, "how long to publish")
-	idle := fs.Duration("idle", 3*time.Second, "consume: stop after this long without a message")
-	if err := fs.Parse(args); err != nil {
+	f, err := parseClientFlags("nats-client", "url", "NATS server URL", args)
+	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(*url)
+	nc, err := nats.Connect(f.addr)
 	if err != nil {
 		return err
 	}
@@ -50,32 +43,32 @@ func runNatsClient(args []string, stdout io.Writer) error {
 	// The publisher's own window bounds what is pending; the library's
 	// limit only has to stay out of its way (past it, PublishAsync stalls
 	// and then fails).
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(*inflight, 1)+16))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(f.inflight, 1)+16))
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	var res clientResult
-	switch *mode {
+	switch f.mode {
 	case "publish":
 		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: natsStream, Subjects: []string{natsSubject}, Storage: jetstream.FileStorage,
 		}); err != nil {
 			return fmt.Errorf("creating the stream: %w", err)
 		}
-		body := make([]byte, *size)
+		body := make([]byte, f.size)
 		for i := range body {
 			body[i] = byte(rand.Uint32())
 		}
-		if *inflight <= 1 {
-			res, err = natsPublishSync(ctx, js, body, *duration)
+		if f.inflight <= 1 {
+			res, err = natsPublishSync(ctx, js, body, f.duration)
 		} else {
-			res, err = natsPublishAsync(js, body, *inflight, *duration)
+			res, err = natsPublishAsync(js, body, f.inflight, f.duration)
 		}
 	case "consume":
-		res, err = natsConsume(ctx, js, *idle)
+		res, err = natsConsume(ctx, js, f.idle)
 	default:
-		err = fmt.Errorf("unknown --mode %q", *mode)
+		err = fmt.Errorf("unknown --mode %q", f.mode)
 	}
 	if err != nil {
 		return err

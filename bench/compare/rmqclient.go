@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -26,26 +25,19 @@ const rmqTopic = "BenchTopic"
 // SendAsync with that many sends in flight) or consumes the topic from its
 // first offset with a push consumer, and prints a clientResult as JSON.
 func runRmqClient(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("rmq-client", flag.ContinueOnError)
-	namesrv := fs.String("namesrv", "", "name server host:port")
-	mode := fs.String("mode", "publish", "publish or consume")
-	inflight := fs.Int("inflight", 64, "sends in flight (1: synchronous)")
-	size := fs.Int("size", 1024, "body bytes")
-	duration := fs.Duration("duration", 5*time.Second, "how long to publish")
-	idle := fs.Duration("idle", 3*time.Second, "consume: stop after this long without a message")
-	if err := fs.Parse(args); err != nil {
+	f, err := parseClientFlags("rmq-client", "namesrv", "name server host:port", args)
+	if err != nil {
 		return err
 	}
 	rlog.SetLogLevel("error") // its log goes to stderr; stdout carries the result
 	var res clientResult
-	var err error
-	switch *mode {
+	switch f.mode {
 	case "publish":
-		res, err = rmqPublish(*namesrv, *inflight, *size, *duration)
+		res, err = rmqPublish(f.addr, f.inflight, f.size, f.duration)
 	case "consume":
-		res, err = rmqConsume(*namesrv, *idle)
+		res, err = rmqConsume(f.addr, f.idle)
 	default:
-		err = fmt.Errorf("unknown --mode %q", *mode)
+		err = fmt.Errorf("unknown --mode %q", f.mode)
 	}
 	if err != nil {
 		return err

@@ -49,23 +49,29 @@ func (natsSystem) start(c config, dir string, syncEach bool) (*server, systemCli
 	if err != nil {
 		return nil, nil, err
 	}
-	return srv, natsClient{url: "nats://127.0.0.1:" + strconv.Itoa(port)}, nil
+	return srv, childClient{cmd: "nats-client", flag: "--url", addr: "nats://127.0.0.1:" + strconv.Itoa(port)}, nil
 }
 
 func (natsSystem) stop(s *server) { s.stop() }
 
-type natsClient struct{ url string }
+// childClient runs one of this program's own client commands (`compare
+// nats-client --url`, `compare rmq-client --namesrv`) against a server.
+type childClient struct {
+	cmd  string // nats-client or rmq-client
+	flag string // the flag naming the server: --url or --namesrv
+	addr string
+}
 
-func (n natsClient) publish(c config, inflight int, logPath string) (clientResult, time.Duration, error) {
+func (k childClient) publish(c config, inflight int, logPath string) (clientResult, time.Duration, error) {
 	var r clientResult
-	cpu, err := runClient(logPath, &r, c.self, "nats-client", "--url", n.url, "--mode", "publish",
+	cpu, err := runClient(logPath, &r, c.self, k.cmd, k.flag, k.addr, "--mode", "publish",
 		"--inflight", strconv.Itoa(inflight), "--size", strconv.Itoa(c.size), "--duration", c.duration.String())
 	return r, cpu, err
 }
 
-func (n natsClient) consume(c config, logPath string) (clientResult, error) {
+func (k childClient) consume(c config, logPath string) (clientResult, error) {
 	var r clientResult
-	_, err := runClient(logPath, &r, c.self, "nats-client", "--url", n.url, "--mode", "consume")
+	_, err := runClient(logPath, &r, c.self, k.cmd, k.flag, k.addr, "--mode", "consume")
 	return r, err
 }
 
@@ -121,26 +127,9 @@ func (z zonemqSystem) start(c config, dir string, syncEach bool) (*server, syste
 	zonemqNamesrv[br] = ns
 	zonemqNamesrvAddr[br] = nsAddr
 	if z.rmq {
-		return br, rmqClient{namesrv: nsAddr}, nil
+		return br, childClient{cmd: "rmq-client", flag: "--namesrv", addr: nsAddr}, nil
 	}
 	return br, zonemqClient{bin: z.bin, namesrv: nsAddr}, nil
-}
-
-// rmqClient runs `compare rmq-client` (rocketmq-client-go) against a zonemq
-// name server.
-type rmqClient struct{ namesrv string }
-
-func (r rmqClient) publish(c config, inflight int, logPath string) (clientResult, time.Duration, error) {
-	var res clientResult
-	cpu, err := runClient(logPath, &res, c.self, "rmq-client", "--namesrv", r.namesrv, "--mode", "publish",
-		"--inflight", strconv.Itoa(inflight), "--size", strconv.Itoa(c.size), "--duration", c.duration.String())
-	return res, cpu, err
-}
-
-func (r rmqClient) consume(c config, logPath string) (clientResult, error) {
-	var res clientResult
-	_, err := runClient(logPath, &res, c.self, "rmq-client", "--namesrv", r.namesrv, "--mode", "consume")
-	return res, err
 }
 
 func (zonemqSystem) stop(s *server) {

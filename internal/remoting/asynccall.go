@@ -23,10 +23,16 @@ type Waiter interface {
 	Slow()
 }
 
-// funcWaiter adapts an InvokeAsync callback.
+// funcWaiter adapts an InvokeAsync callback, which may read ExtFields: the
+// response's fields are decoded into the map first.
 type funcWaiter func(*Command, error)
 
-func (f funcWaiter) Answered(resp *Command, err error) { f(resp, err) }
+func (f funcWaiter) Answered(resp *Command, err error) {
+	if resp != nil {
+		resp.ExtMap()
+	}
+	f(resp, err)
+}
 func (funcWaiter) Slow()                               {}
 
 // answer is a response waiting to be told to its waiter.

@@ -262,9 +262,6 @@ func (c *Conn) complete(resp *Command) {
 		return
 	}
 	if cl.w != nil {
-		if _, ok := cl.w.(funcWaiter); ok {
-			resp.ExtMap() // an InvokeAsync callback may read ExtFields
-		}
 		c.answered = append(c.answered, answer{w: cl.w, resp: resp})
 		return
 	}
