@@ -33,7 +33,7 @@ func (f funcWaiter) Answered(resp *Command, err error) {
 	}
 	f(resp, err)
 }
-func (funcWaiter) Slow()                               {}
+func (funcWaiter) Slow() {}
 
 // answer is a response waiting to be told to its waiter.
 type answer struct {
