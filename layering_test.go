@@ -48,17 +48,17 @@ var allowedImports = map[string][]string{
 	"internal/protocol":   {"internal/remoting"},
 	"internal/store":      {"internal/protocol"},
 	"internal/idc":        {},
-	"internal/namesrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/metrics"},
-	"internal/broker":     {"internal/remoting", "internal/protocol", "internal/store", "internal/idc", "internal/filter", "internal/acl", "internal/metrics"},
-	"internal/addrsrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/metrics"},
-	"client":              {"internal/remoting", "internal/protocol", "internal/idc", "internal/filter", "internal/acl"},
-	"internal/devcluster": append(slices.Clone(servers), "internal/store", "client", "internal/controller"),
+	"internal/namesrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/member", "internal/metrics"},
+	"internal/broker":     {"internal/remoting", "internal/protocol", "internal/store", "internal/idc", "internal/filter", "internal/acl", "internal/member", "internal/metrics"},
+	"internal/addrsrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/member", "internal/metrics"},
+	"client":              {"internal/remoting", "internal/protocol", "internal/idc", "internal/filter", "internal/acl", "internal/member"},
+	"internal/devcluster": append(slices.Clone(servers), "internal/store", "client", "internal/controller", "internal/member"),
 	"cmd/zonemq": append(slices.Clone(servers), "internal/devcluster", "client", "internal/protocol", "internal/acl", "internal/console",
 		// Not in §5 yet (issue 12): the TLS flag parsing and configs.
 		"internal/remoting",
 		// Not in §5 yet: the disaster drill and the controller (see
 		// their rows below).
-		"internal/drill", "internal/controller"),
+		"internal/drill", "internal/controller", "internal/member"),
 	// Not in ARCHITECTURE.md §5 yet (issue 12): RocketMQ ACL 1.0 checking and
 	// signing, standard library only, so servers and the SDK share it.
 	"internal/acl":      {"internal/remoting", "internal/protocol"},
@@ -72,13 +72,16 @@ var allowedImports = map[string][]string{
 	// places processes and sockets in an IDC's network namespace).
 	// In controller mode it reads and drives the controller as the
 	// operator's admin tool does (internal/controller's client).
-	"internal/drill": {"client", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller"},
+	"internal/drill": {"client", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller", "internal/member"},
 	// The drill's checker (issue 10): a leaf over plain records, reusable
 	// by any test that keeps a ledger of acknowledgements and deliveries.
 	"internal/ledger": {},
 	// Not in docs/architecture.md §5 yet: the failover controller (issue 10)
 	// speaks the remoting protocol and knows nothing of servers or store.
-	"internal/controller": {"internal/remoting", "internal/protocol", "internal/acl"},
+	"internal/controller": {"internal/remoting", "internal/protocol", "internal/acl", "internal/member"},
+	// Cluster-member authentication (issue 22): the cluster secret's
+	// request MAC and the derived mutual TLS. Standard library only.
+	"internal/member": {},
 	// Not in ARCHITECTURE.md §5 yet. Network namespaces for tests and the
 	// drill: it drives ip and tc and knows nothing of zonemq.
 	"internal/netns": {},
