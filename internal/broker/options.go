@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
@@ -158,6 +159,11 @@ type Options struct {
 	// pull or CHECK_CLIENT_CONFIG is refused with SYSTEM_ERROR, as there.
 	EnablePropertyFilter bool
 
+	// ClusterSecret authenticates cluster members to each other
+	// (internal/member, docs/security.md): with it, every member request
+	// must carry a valid member MAC. nil turns member authentication off,
+	// which only loopback listeners or an explicit --insecure allow.
+	ClusterSecret *member.Secret
 	// ACLFile is a plain_acl.yml (RocketMQ ACL 1.0, docs/security.md); every
 	// request is then checked against it, and it is re-read when it changes.
 	// Empty (the default) turns the ACL off.

@@ -25,8 +25,8 @@ type groupKey struct {
 
 func (k groupKey) String() string { return k.Cluster + "/" + k.Name }
 
-// member is a broker of a group as last committed.
-type member struct {
+// groupMember is a broker of a group as last committed.
+type groupMember struct {
 	Addr   string `json:"addr"`
 	IDC    string `json:"idc"`
 	LogEnd int64  `json:"logEnd"`
@@ -46,8 +46,8 @@ type group struct {
 	// gets its first lease only once the previous master's lapsed.
 	LeasedEpoch int64 `json:"leasedEpoch"`
 	// InSync is the in-sync set, master included, sorted.
-	InSync  []int64           `json:"inSync"`
-	Members map[int64]*member `json:"members"`
+	InSync  []int64                `json:"inSync"`
+	Members map[int64]*groupMember `json:"members"`
 	// History is every master the group had, oldest first, at most
 	// maxHistory entries (the oldest dropped): what a checker needs to
 	// tell a fenced master's acknowledgement from a valid one. Snapshots
@@ -81,7 +81,7 @@ func (g *group) clone() *group {
 	c := *g
 	c.InSync = slices.Clone(g.InSync)
 	c.History = slices.Clone(g.History)
-	c.Members = make(map[int64]*member, len(g.Members))
+	c.Members = make(map[int64]*groupMember, len(g.Members))
 	for id, m := range g.Members {
 		mc := *m
 		c.Members[id] = &mc
@@ -188,10 +188,10 @@ func (f *fsm) Apply(entry *raft.Log) any {
 func (f *fsm) applyReportLocked(c *command) error {
 	g := f.groups[c.Key]
 	if g == nil {
-		g = &group{Key: c.Key, MasterID: -1, Members: map[int64]*member{}}
+		g = &group{Key: c.Key, MasterID: -1, Members: map[int64]*groupMember{}}
 		f.groups[c.Key] = g
 	}
-	g.Members[c.ID] = &member{Addr: c.Addr, IDC: c.IDC, LogEnd: c.LogEnd}
+	g.Members[c.ID] = &groupMember{Addr: c.Addr, IDC: c.IDC, LogEnd: c.LogEnd}
 	if c.AdoptMaster {
 		if g.MasterID >= 0 || c.Epoch < g.Epoch {
 			return errStale
@@ -296,7 +296,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	groups := make(map[groupKey]*group, len(st.Groups))
 	for _, g := range st.Groups {
 		if g.Members == nil {
-			g.Members = map[int64]*member{}
+			g.Members = map[int64]*groupMember{}
 		}
 		groups[g.Key] = g
 	}

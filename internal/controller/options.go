@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
 
@@ -79,6 +80,11 @@ type Options struct {
 	// MaxFrameSize bounds request frames; 0 is remoting's default.
 	MaxFrameSize int
 
+	// ClusterSecret authenticates cluster members to each other
+	// (internal/member, docs/security.md): with it, every member request
+	// must carry a valid member MAC. nil turns member authentication off,
+	// which only loopback listeners or an explicit --insecure allow.
+	ClusterSecret *member.Secret
 	// ACLFile is a plain_acl.yml (RocketMQ ACL 1.0, docs/security.md); with
 	// it every request must be signed, and heartbeats and elections need an
 	// admin account. Empty turns the ACL off. It is re-read when it changes

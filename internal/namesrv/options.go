@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
 
@@ -46,6 +47,11 @@ type Options struct {
 	// MaxFrameSize caps an incoming frame in bytes; 0 means the remoting
 	// default (16 MiB, RocketMQ's).
 	MaxFrameSize int
+	// ClusterSecret authenticates cluster members to each other
+	// (internal/member, docs/security.md): with it, every member request
+	// must carry a valid member MAC. nil turns member authentication off,
+	// which only loopback listeners or an explicit --insecure allow.
+	ClusterSecret *member.Secret
 	// ACLFile is a plain_acl.yml (RocketMQ ACL 1.0, docs/security.md); every
 	// request is then checked against it, and it is re-read when it changes.
 	// Empty (the default) turns the ACL off.
