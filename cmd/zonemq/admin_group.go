@@ -65,6 +65,14 @@ func runAdminGroup(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		rows = qs
 	}
+	if unknownGroup(rows) {
+		if *topic == "" {
+			return fmt.Errorf("group %s is unknown: no committed offset in any topic "+
+				"(check the name; a group that has not committed yet shows with --topic)", *group)
+		}
+		return fmt.Errorf("group %s is unknown on topic %s: no committed offset and no live consumer "+
+			"(check the name; `zonemq admin consumer connections --group %s` lists a group's live consumers)", *group, *topic, *group)
+	}
 	var total int64
 	for _, q := range rows {
 		if q.Err == nil {
@@ -82,10 +90,6 @@ func runAdminGroup(ctx context.Context, args []string, stdout, stderr io.Writer)
 			out.Queues = append(out.Queues, j)
 		}
 		return printJSON(stdout, out)
-	}
-	if len(rows) == 0 {
-		fmt.Fprintf(stdout, "group %s has no committed offset in any topic (name one with --topic)\n", *group)
-		return nil
 	}
 	t := newTable(stdout, "TOPIC", "IDC", "BROKER", "QUEUE", "COMMITTED", "MAX", "LAG", "OWNER")
 	for _, q := range rows {
@@ -134,4 +138,16 @@ func groupOffsetsEverywhere(ctx context.Context, a *client.Admin, group string) 
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Queue.Topic < out[j].Queue.Topic })
 	return out, nil
+}
+
+// unknownGroup reports whether rows show nothing of the group: no queue
+// answered with a committed offset or an owner, and at least none failed
+// (a down broker may hold what is not shown).
+func unknownGroup(rows []client.QueueOffset) bool {
+	for _, q := range rows {
+		if q.Err != nil || q.Committed >= 0 || q.Owner != "" {
+			return false
+		}
+	}
+	return true
 }

@@ -180,6 +180,9 @@ func TestCLIAdminClusterClientsGroup(t *testing.T) {
 	// of broker-idc1's queues is our idc1 consumer.
 	testutil.Eventually(t, 15*time.Second, func() error {
 		r := admin("group", "--group", "GrpG", "--output", "json")
+		if r.code != 0 { // unknown until its first commit
+			return fmt.Errorf("exit %d: %s", r.code, r.stderr)
+		}
 		var g struct {
 			TotalLag int64 `json:"totalLag"`
 			Queues   []struct {

@@ -77,6 +77,15 @@ func TestCLIConsumeJSON(t *testing.T) {
 		testutil.Equal(t, q.IDC, "idc1")
 	}
 
+	// A group nobody used is named unknown, not shown with the topic's
+	// whole depth as its lag.
+	for _, more := range [][]string{{"--topic", "ConsT"}, {}} {
+		r = cli(t, cliArgs(c, 1, []string{"admin", "group"}, append([]string{"--group", "NoSuchGroup"}, more...)...)...)
+		testutil.Equal(t, r.code, 1, r.stdout)
+		cliOneLine(t, r, "group NoSuchGroup is unknown")
+		testutil.True(t, !strings.Contains(r.stdout, "total lag"), r.stdout)
+	}
+
 	// A committed offset beats --from: the group reads only what is new
 	// (plus what the lag above left).
 	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "ConsT", "--count", "2", "--key-prefix", "N")...)
