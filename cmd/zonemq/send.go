@@ -23,7 +23,7 @@ func init() {
 	})
 }
 
-const sendSynopsis = "--topic T [--tag TAG] [--body TEXT | --size BYTES] [--count N] [--interval D] [--key-prefix P] [--output text|json]\n" +
+const sendSynopsis = "--topic T [--no-create] [--tag TAG] [--body TEXT | --size BYTES] [--count N] [--interval D] [--key-prefix P] [--output text|json]\n" +
 	"                   (--addrsrv URL | --namesrv 'ADDR;ADDR') [--idc NAME]"
 
 // sendOptions is the parsed send command line.
@@ -39,6 +39,7 @@ type sendOptions struct {
 	keyPrefix   string
 	output      string
 	sendTimeout time.Duration
+	noCreate    bool
 }
 
 // sendLine is one successful send in --output json; the field order is
@@ -67,6 +68,7 @@ func parseSendArgs(args []string, stderr io.Writer) (sendOptions, error) {
 	fs := newFlagSet("send", sendSynopsis, stderr)
 	cf := addClientFlags(fs)
 	fs.StringVar(&o.topic, "topic", "", "topic to send to (required); created on first send unless the brokers forbid it")
+	fs.BoolVar(&o.noCreate, "no-create", false, "refuse to send to a topic that does not exist yet (default: the broker creates it, and send says so)")
 	fs.StringVar(&o.tag, "tag", "", "message tag consumers can filter on (default: none)")
 	fs.StringVar(&o.body, "body", "", "message body `text`; @FILE sends the file's contents, - sends standard input\n"+
 		"(default: \"hello from zonemq <key>\")")
@@ -157,6 +159,9 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseSendArgs(args, stderr)
 	if err != nil {
+		return err
+	}
+	if err := checkSendTopic(ctx, o.producer.ClientConfig, o.topic, o.noCreate, stderr); err != nil {
 		return err
 	}
 	p, err := client.NewProducer(o.producer)

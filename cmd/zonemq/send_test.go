@@ -124,3 +124,38 @@ func TestCLISendUnreachable(t *testing.T) {
 	testutil.True(t, r.code != 0, "exit status non-zero")
 	cliOneLine(t, r, "zonemq send: ")
 }
+
+// TestCLISendNewTopic: a send to a topic that does not exist says so (and
+// names the existing topic a typo is close to); --no-create refuses it and
+// creates nothing.
+func TestCLISendNewTopic(t *testing.T) {
+	c := cliCluster(t, 1)
+	r := cli(t, cliArgs(c, 1, []string{"admin", "topic", "create", "--topic", "Orders", "--queues", "2"})...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+
+	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "Ordres", "--no-create")...)
+	testutil.Equal(t, r.code, 1, r.stderr)
+	cliOneLine(t, r, "topic Ordres does not exist (did you mean Orders?); --no-create refuses")
+	r = cli(t, cliArgs(c, 1, []string{"admin", "topic", "route"}, "--topic", "Ordres")...)
+	testutil.True(t, r.code != 0, "Ordres was created", r.stdout)
+
+	// An existing topic: no notice, --no-create or not.
+	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "Orders", "--no-create", "--output", "json")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	testutil.True(t, !strings.Contains(r.stderr, "does not exist"), r.stderr)
+
+	r = cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "Ordres", "--output", "json")...)
+	testutil.Equal(t, r.code, 0, r.stderr)
+	testutil.True(t, strings.Contains(r.stderr, "topic Ordres does not exist yet (did you mean Orders?): the broker creates it"), r.stderr)
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		d    int
+	}{{"Demo", "Dmeo", 1}, {"Demo", "Demo", 0}, {"", "abc", 3}, {"Orders", "Ordres", 1}, {"kitten", "sitting", 3}} {
+		testutil.Equal(t, editDistance(c.a, c.b), c.d, c.a, c.b)
+	}
+	testutil.Equal(t, nearestTopic("Dmeo", []string{"TBW102", "Demo", "Other"}), "Demo")
+	testutil.Equal(t, nearestTopic("Zzzzzz", []string{"Demo"}), "")
+}
