@@ -206,7 +206,8 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	switch {
 	case failed > 0 && errors.Is(lastErr, client.ErrInvalidMessage) && len(o.messageBody(o.keyPrefix)) > o.producer.MaxMessageSize:
-		return fmt.Errorf("%s; the limit is --max-message-size (default %d bytes = 4 MiB), on the brokers and on send alike",
+		return fmt.Errorf("%s; send checks the body as given against its --max-message-size (default %d bytes = 4 MiB), "+
+			"each broker checks the body as sent (zlib-compressed above 4 KiB) against its own --max-message-size",
 			oneLine(lastErr.Error()), protocol.DefaultMaxMessageSize)
 	case failed > 0:
 		return fmt.Errorf("%d of %d sends failed; last error: %s", failed, sent, oneLine(lastErr.Error()))

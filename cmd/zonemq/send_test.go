@@ -159,3 +159,13 @@ func TestEditDistance(t *testing.T) {
 	testutil.Equal(t, nearestTopic("Dmeo", []string{"TBW102", "Demo", "Other"}), "Demo")
 	testutil.Equal(t, nearestTopic("Zzzzzz", []string{"Demo"}), "")
 }
+
+// TestCLISendTooLarge: a body over --max-message-size is refused before it
+// leaves, with a line that says what send checks and what the brokers do.
+func TestCLISendTooLarge(t *testing.T) {
+	c := cliCluster(t, 1)
+	r := cli(t, cliArgs(c, 1, []string{"send"}, "--topic", "Big", "--size", "5000", "--max-message-size", "4096")...)
+	testutil.Equal(t, r.code, 1, r.stderr)
+	testutil.True(t, strings.Contains(r.stderr, "send checks the body as given against its --max-message-size"), r.stderr)
+	testutil.True(t, strings.Contains(r.stderr, "each broker checks the body as sent (zlib-compressed above 4 KiB)"), r.stderr)
+}
