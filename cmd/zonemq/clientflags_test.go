@@ -267,6 +267,8 @@ func TestCLIVersion(t *testing.T) {
 		r := cli(t, args...)
 		testutil.Equal(t, r.code, 0, args)
 		testutil.True(t, strings.HasPrefix(r.stdout, "zonemq ") && strings.Contains(r.stdout, "go1."), args, r.stdout)
+		// A test binary carries no VCS stamp: the line says why.
+		testutil.True(t, strings.Contains(r.stdout, "revision") || strings.Contains(r.stdout, "no revision recorded: built by go run or go test"), r.stdout)
 	}
 }
 

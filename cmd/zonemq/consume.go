@@ -163,7 +163,11 @@ func runConsume(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	select {
 	case <-ctx.Done():
-		return nil // a signal is a normal stop
+		// A signal is a normal stop; say how far the run got.
+		if o.output == "text" {
+			fmt.Fprintf(stderr, "zonemq consume: stopped after %d messages\n", cd.taken())
+		}
+		return nil
 	case <-cd.reached:
 		return nil
 	case err := <-cd.failed:

@@ -160,4 +160,5 @@ func TestCLIConsumeDurationAndSignal(t *testing.T) {
 	errb := &cliBuffer{}
 	code := cliRunCtx(ctx, cliArgs(c, 1, []string{"consume"}, "--topic", "Quiet", "--group", "QG"), &cliBuffer{}, errb)
 	testutil.Equal(t, code, 0, errb.String())
+	testutil.True(t, strings.Contains(errb.String(), "zonemq consume: stopped after 0 messages"), errb.String())
 }

@@ -204,6 +204,9 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			break // every later message would be refused the same way
 		}
 	}
+	if ctx.Err() != nil && o.output == "text" {
+		fmt.Fprintf(stderr, "zonemq send: stopped after %d sends, %d failed\n", sent, failed)
+	}
 	switch {
 	case failed > 0 && errors.Is(lastErr, client.ErrInvalidMessage) && len(o.messageBody(o.keyPrefix)) > o.producer.MaxMessageSize:
 		return fmt.Errorf("%s; send checks the body as given against its --max-message-size (default %d bytes = 4 MiB), "+

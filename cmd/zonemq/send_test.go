@@ -100,6 +100,31 @@ func TestCLISendInterruptedCount(t *testing.T) {
 	errb := &cliBuffer{}
 	code := cliRunCtx(ctx, cliArgs(c, 1, []string{"send"}, "--topic", "Never", "--count", "5"), &cliBuffer{}, errb)
 	testutil.True(t, code != 0, "an interrupted --count 5 is not a success")
+
+	// Stopped by a signal (ctx) in text mode, send says how far it got.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	out := &cliBuffer{}
+	errb = &cliBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cliRunCtx(ctx, cliArgs(c, 1, []string{"send"}, "--topic", "Forever", "--count", "0"), out, errb)
+	}()
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if n := strings.Count(out.String(), "\n"); n < 3 {
+			return fmt.Errorf("%d lines so far", n)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case code = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("send did not stop on cancel")
+	}
+	testutil.Equal(t, code, 0, errb.String())
+	sent := strings.Count(out.String(), "\n")
+	testutil.True(t, strings.Contains(errb.String(), fmt.Sprintf("zonemq send: stopped after %d sends, 0 failed", sent)), errb.String())
 }
 
 func TestCLISendUnreachable(t *testing.T) {

@@ -46,11 +46,17 @@ func versionLine() string {
 		}
 	}
 	line := "zonemq " + bi.Main.Version
-	if rev != "" {
+	switch {
+	case rev != "":
 		line += " revision " + rev + modified
 		if at != "" {
 			line += " " + at
 		}
+	case bi.Main.Version == "(devel)":
+		// go run and go test build without VCS stamping, as does a build
+		// outside a git checkout or with -buildvcs=false.
+		line += " (no revision recorded: built by go run or go test, outside a git checkout, or with -buildvcs=false; " +
+			"go build -o zonemq ./cmd/zonemq in the checkout records it)"
 	}
 	return line + " " + bi.GoVersion
 }
