@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"time"
+
+	"github.com/zonemq/zonemq/client"
 )
 
 // switchJSON is `admin broker switch --output json`.
@@ -115,4 +118,28 @@ func runAdminBrokerStatus(ctx context.Context, args []string, stdout, stderr io.
 		t.row(st.Name, st.ID, st.Addr, st.IDC, st.Role, st.Epoch, st.LogEnd, st.InSyncReplicas, detail)
 	}
 	return t.flush()
+}
+
+// brokerAddr reads a --broker value that wants an address: host:port as
+// given, or a broker name (what `admin cluster` shows first, and so what
+// people paste) for the address of that group's live master, else of its
+// lowest live replica.
+func brokerAddr(ctx context.Context, a *client.Admin, v string) (string, error) {
+	if _, _, err := net.SplitHostPort(v); err == nil {
+		return v, nil
+	}
+	brokers, err := a.Cluster(ctx)
+	if err != nil {
+		return "", fmt.Errorf("--broker %s is not host:port, and the broker list to look it up as a name failed: %s", v, oneLine(err.Error()))
+	}
+	best := client.BrokerStatus{ID: -1}
+	for _, b := range brokers {
+		if b.Name == v && b.Alive && (best.ID < 0 || b.ID < best.ID) {
+			best = b
+		}
+	}
+	if best.ID < 0 {
+		return "", usagef("--broker %s is neither host:port nor the name of a live broker (zonemq admin cluster lists both)", v)
+	}
+	return best.Addr, nil
 }

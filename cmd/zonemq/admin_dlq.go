@@ -96,7 +96,7 @@ func runAdminDLQResend(ctx context.Context, args []string, stdout, stderr io.Wri
 
 func runAdminBrokerConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s := newAdminSession("broker config", "--broker ADDR [--set key=value[,key=value]] [--output text|json]", stderr)
-	addr := s.fs.String("broker", "", "the broker's `host:port` (see admin cluster) (required)")
+	addr := s.fs.String("broker", "", "the broker's `host:port`, or its name for its group's master (see admin cluster) (required)")
 	set := s.fs.String("set", "", "change these settings (only diskMaxUsedSpaceRatio may change while the broker runs)")
 	updates := map[string]string{}
 	check := func() error {
@@ -119,6 +119,11 @@ func runAdminBrokerConfig(ctx context.Context, args []string, stdout, stderr io.
 		return err
 	}
 	defer s.close()
+	resolved, err := brokerAddr(ctx, s.admin, *addr)
+	if err != nil {
+		return err
+	}
+	*addr = resolved
 	if len(updates) > 0 {
 		if err := s.admin.UpdateBrokerConfig(ctx, *addr, updates); err != nil {
 			return fmt.Errorf("updating %s: %s", *addr, oneLine(err.Error()))

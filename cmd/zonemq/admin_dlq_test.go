@@ -104,4 +104,15 @@ func TestCLIAdminBrokerConfig(t *testing.T) {
 	cliDecode(t, r.stdout, &cfg)
 	testutil.Equal(t, cfg["diskMaxUsedSpaceRatio"], "97", r.stdout)
 	testutil.Equal(t, admin("broker", "config").code, 2)
+
+	// A broker's name (what admin cluster shows first) stands for its
+	// master's address; a name nobody registered is a usage error naming
+	// both forms.
+	r = admin("broker", "config", "--broker", "broker-idc1", "--output", "json")
+	testutil.Equal(t, r.code, 0, r.stderr)
+	cliDecode(t, r.stdout, &cfg)
+	testutil.Equal(t, cfg["brokerName"], "broker-idc1", r.stdout)
+	r = admin("broker", "config", "--broker", "broker-idc9")
+	testutil.Equal(t, r.code, 2, r.stderr)
+	cliOneLine(t, r, "--broker broker-idc9 is neither host:port nor the name of a live broker")
 }
