@@ -9,7 +9,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/idc"
@@ -44,6 +46,9 @@ type nameServers struct {
 	inflight  map[string]bool      // heartbeats under way
 	watched   map[*remoting.Conn]bool
 	lastFetch time.Time
+	// unanswered is when the address servers stopped answering (zero while
+	// they answer); reminded is when that was last logged.
+	unanswered, reminded time.Time
 
 	refreshCh chan struct{}
 }
@@ -93,26 +98,51 @@ func (n *nameServers) refresh(ctx context.Context) error {
 		changed := !equalNameServers(n.list, list)
 		n.list = list
 		n.lastFetch = time.Now()
+		down := n.unanswered
+		n.unanswered, n.reminded = time.Time{}, time.Time{}
 		n.mu.Unlock()
+		if !down.IsZero() {
+			n.c.logger.Info("an address server answers again", "from", base, "silentFor", time.Since(down).Round(time.Second))
+		}
 		if changed {
 			n.c.logger.Info("name-server list", "from", base, "list", list)
 		}
 		return nil
 	}
+	now := time.Now()
 	n.mu.Lock()
 	known := len(n.list)
+	first := n.unanswered.IsZero()
+	if first {
+		n.unanswered = now
+	}
+	since := n.unanswered
+	remind := !first && now.Sub(n.reminded) >= addrsrvReminder
+	if first || remind {
+		n.reminded = now
+	}
 	n.mu.Unlock()
 	switch {
 	case known == 0:
 		// The caller gets this as an error: logging it too would say it
 		// twice.
 		return fmt.Errorf("%w: %v", ErrNoNameServer, lastErr)
-	case lastErr != nil && ctx.Err() == nil:
+	case lastErr == nil || ctx.Err() != nil:
 		// Not when ctx ended: a refresh cut short by shutdown is no news.
+	case first:
+		// A whole IDC's outage silences its address server for as long as
+		// it lasts: say it once, then remind, rather than every refresh.
 		n.c.logger.Warn("no address server answered; keeping the last name-server list", "err", lastErr, "known", known)
+	case remind:
+		n.c.logger.Warn("still no address server answers; keeping the last name-server list", "since", since.Format(time.TimeOnly),
+			"err", lastErr, "known", known)
 	}
 	return nil
 }
+
+// addrsrvReminder is how often a client whose address servers all stay
+// silent says so again.
+const addrsrvReminder = time.Minute
 
 func (n *nameServers) fetch(ctx context.Context, base string) ([]nameServer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/namesrvs", nil)
@@ -121,6 +151,12 @@ func (n *nameServers) fetch(ctx context.Context, base string) ([]nameServer, err
 	}
 	resp, err := n.http.Do(req)
 	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || strings.Contains(err.Error(), "malformed HTTP") {
+			// A name server reads "GET " as a frame length and drops the
+			// connection: the usual cause is the two flags swapped.
+			return nil, fmt.Errorf("address server %s: %w (no HTTP answer: is it a name server? --addrsrv wants an address "+
+				"server's http://host:port, a name server's host:port goes to --namesrv)", base, err)
+		}
 		return nil, fmt.Errorf("address server %s: %w", base, err)
 	}
 	defer resp.Body.Close()

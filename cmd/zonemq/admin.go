@@ -156,7 +156,7 @@ func (s *adminSession) connect(ctx context.Context, args []string, check func() 
 		if errors.Is(err, client.ErrUnknownIDC) {
 			return startError("the admin client", err)
 		}
-		return fmt.Errorf("cannot reach the cluster: %s", oneLine(err.Error()))
+		return withSwapHint(cfg, fmt.Errorf("cannot reach the cluster: %s", oneLine(err.Error())))
 	}
 	s.admin, s.cfg = a, cfg
 	return nil

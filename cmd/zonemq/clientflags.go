@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -263,4 +264,26 @@ func pause(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// withSwapHint adds a hint to err when the likely cause is an address
+// server given to --namesrv: an HTTP server never answers a remoting frame,
+// so the client only sees time-outs. It asks each --namesrv address for
+// /healthz (half a second at most) only after such a failure, so a real
+// name server never gets an HTTP request.
+func withSwapHint(cfg client.ClientConfig, err error) error {
+	if err == nil || len(cfg.AddrsrvURLs) > 0 || !strings.Contains(err.Error(), "timed out") {
+		return err
+	}
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	for _, addr := range cfg.NamesrvAddrs {
+		resp, herr := hc.Get("http://" + addr + "/healthz")
+		if herr != nil {
+			continue
+		}
+		resp.Body.Close()
+		return fmt.Errorf("%w (%s answers HTTP: it looks like an address server; give it as --addrsrv http://%s, "+
+			"--namesrv wants name servers' host:port)", err, addr, addr)
+	}
+	return err
 }

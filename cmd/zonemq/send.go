@@ -213,7 +213,7 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"each broker checks the body as sent (zlib-compressed above 4 KiB) against its own --max-message-size",
 			oneLine(lastErr.Error()), protocol.DefaultMaxMessageSize)
 	case failed > 0:
-		return fmt.Errorf("%d of %d sends failed; last error: %s", failed, sent, oneLine(lastErr.Error()))
+		return withSwapHint(o.producer.ClientConfig, fmt.Errorf("%d of %d sends failed; last error: %s", failed, sent, oneLine(lastErr.Error())))
 	case o.count > 0 && sent < o.count:
 		return fmt.Errorf("interrupted after %d of %d sends", sent, o.count)
 	}

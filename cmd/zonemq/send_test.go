@@ -194,3 +194,18 @@ func TestCLISendTooLarge(t *testing.T) {
 	testutil.True(t, strings.Contains(r.stderr, "send checks the body as given against its --max-message-size"), r.stderr)
 	testutil.True(t, strings.Contains(r.stderr, "each broker checks the body as sent (zlib-compressed above 4 KiB)"), r.stderr)
 }
+
+// TestCLISwappedAddresses: --addrsrv given a name server's address is
+// named as the likely swap.
+func TestCLISwappedAddresses(t *testing.T) {
+	c := cliCluster(t, 1)
+	r := cli(t, "send", "--addrsrv", "http://"+c.NamesrvAddr(1), "--topic", "T")
+	testutil.True(t, r.code != 0, r.stdout)
+	testutil.True(t, strings.Contains(r.stderr, "is it a name server? --addrsrv wants an address server's http://host:port"), r.stderr)
+
+	// And the other way round: an address server given to --namesrv.
+	u := strings.TrimPrefix(c.AddrsrvURL(1), "http://")
+	r = cli(t, "send", "--namesrv", u, "--topic", "T", "--log-level", "error")
+	testutil.Equal(t, r.code, 1, r.stdout)
+	testutil.True(t, strings.Contains(r.stderr, u+" answers HTTP: it looks like an address server; give it as --addrsrv http://"+u), r.stderr)
+}
