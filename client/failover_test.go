@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,4 +199,43 @@ func hangableProducer(t *testing.T, topic string) (*client.Producer, *testutil.P
 	_, res := sendN(t, p, topic, "pre", 1)
 	testutil.Equal(t, res[0].IDC, "idc1", "broker IDC before the hang")
 	return p, proxy
+}
+
+// TestClientHandledFailoverIsNotAWarning: a send that moves from a stopped
+// broker to another IDC's succeeds, and the client says so as information
+// (from which broker and IDC, and why), never as a warning: a person
+// reading the producer's terminal has nothing to do.
+func TestClientHandledFailoverIsNotAWarning(t *testing.T) {
+	c := startCluster(t, 2)
+	logs := &syncBuffer{}
+	cc := c.ClientConfig(1)
+	cc.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p := newProducer(t, cc)
+	_, res := sendN(t, p, "MoveT", "move", 1)
+	testutil.Equal(t, res[0].IDC, "idc1")
+
+	c.StopBroker(1)
+	_, res = sendN(t, p, "MoveT", "moved", 3)
+	testutil.Equal(t, res[0].IDC, "idc2")
+	out := logs.String()
+	testutil.True(t, strings.Contains(out, `msg="send moved to another broker"`) && strings.Contains(out, "brokerIDC=idc1"), out)
+	testutil.True(t, !strings.Contains(out, "level=WARN"), "a handled failover logged a warning", out)
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

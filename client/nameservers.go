@@ -316,7 +316,8 @@ func (n *nameServers) markSuspect(addr string, err error) {
 	}
 	n.mu.Unlock()
 	if !was {
-		n.c.logger.Warn("name server failed; moving on", "namesrv", addr, "err", err)
+		// Handled by moving to the next one: information, not a warning.
+		n.c.logger.Info("name server failed; moving to the next", "namesrv", addr, "namesrvIDC", n.idcOf(addr), "why", err)
 		n.triggerRefresh()
 	}
 }
@@ -428,4 +429,16 @@ func (n *nameServers) watch(addr string) {
 			n.markSuspect(addr, cn.Err())
 		}
 	})
+}
+
+// idcOf is the IDC the address servers list addr in ("" if unknown).
+func (n *nameServers) idcOf(addr string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, ns := range n.list {
+		if ns.Addr == addr {
+			return ns.IDC
+		}
+	}
+	return ""
 }

@@ -137,8 +137,10 @@ func (a *asyncAttempt) retry(err error) {
 		finishAsync(a.done, a.wg, nil, fail)
 		return
 	}
-	s.c.logger.Warn("send attempt failed; trying another broker", "topic", out.topic, "broker", q.broker.name,
-		"addr", a.addr, "brokerIDC", q.broker.idc, "err", err)
+	// The send goes on elsewhere: information, not a warning (the
+	// application hears of it only if every broker fails).
+	s.c.logger.Info("send moved to another broker", "topic", out.topic, "from", q.broker.name,
+		"addr", a.addr, "brokerIDC", q.broker.idc, "why", err)
 	s.stats.retries.Add(1)
 	s.isolate(q.broker.name, a.addr)
 	s.c.routes.triggerRefresh()

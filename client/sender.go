@@ -310,8 +310,10 @@ func (s *sender) deliverFrom(ctx context.Context, out *outgoing, pick picker, fa
 			next = &nq
 			continue
 		}
-		s.c.logger.Warn("send attempt failed; trying another broker", "topic", out.topic, "broker", q.broker.name,
-			"addr", q.broker.master(), "brokerIDC", q.broker.idc, "err", err)
+		// The send goes on elsewhere: information, not a warning (the
+		// application hears of it only if every broker fails).
+		s.c.logger.Info("send moved to another broker", "topic", out.topic, "from", q.broker.name,
+			"addr", q.broker.master(), "brokerIDC", q.broker.idc, "why", err)
 		s.stats.retries.Add(1)
 		s.isolate(q.broker.name, q.broker.master())
 		s.c.routes.triggerRefresh()
