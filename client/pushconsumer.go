@@ -52,6 +52,10 @@ type PushConsumer struct {
 	// once instead of at the next RouteRefreshInterval.
 	seen    map[string]time.Time
 	watched map[*remoting.Conn]bool
+	// closingConns are broker connections whose broker said it is stopping
+	// or handing its group over (BROKER_CLOSING), and when: its queues are
+	// not taken again until the connection closes or closingHold passes.
+	closingConns map[*remoting.Conn]time.Time
 
 	rebalanceCh chan struct{}
 	heartbeatCh chan struct{}
@@ -70,18 +74,19 @@ func NewPushConsumer(cfg ConsumerConfig) (*PushConsumer, error) {
 	}
 	cfg.ClientConfig = c.cfg
 	pc := &PushConsumer{
-		cfg:         cfg,
-		c:           c,
-		subs:        map[string]*subscription{},
-		queues:      map[MessageQueue]*processQueue{},
-		local:       map[MessageQueue]int64{},
-		brokerOK:    map[string]bool{},
-		silent:      map[string]bool{},
-		seen:        map[string]time.Time{},
-		watched:     map[*remoting.Conn]bool{},
-		rebalanceCh: make(chan struct{}, 1),
-		heartbeatCh: make(chan struct{}, 1),
-		consumeCh:   make(chan *consumeRequest, cfg.ConsumeGoroutines),
+		cfg:          cfg,
+		c:            c,
+		subs:         map[string]*subscription{},
+		queues:       map[MessageQueue]*processQueue{},
+		local:        map[MessageQueue]int64{},
+		brokerOK:     map[string]bool{},
+		silent:       map[string]bool{},
+		seen:         map[string]time.Time{},
+		watched:      map[*remoting.Conn]bool{},
+		closingConns: map[*remoting.Conn]time.Time{},
+		rebalanceCh:  make(chan struct{}, 1),
+		heartbeatCh:  make(chan struct{}, 1),
+		consumeCh:    make(chan *consumeRequest, cfg.ConsumeGoroutines),
 	}
 	pc.s = newSender(c, "CLIENT_INNER_PRODUCER", DefaultSendTimeout, DefaultSendAttemptTimeout, DefaultBrokerIsolation, -1, protocol.DefaultMaxMessageSize)
 	c.groups = func() []string { return []string{cfg.Group} }
@@ -96,6 +101,7 @@ func NewPushConsumer(cfg ConsumerConfig) (*PushConsumer, error) {
 	})
 	c.rc.Handle(int32(protocol.NotifyConsumerIDsChanged), pc.handleNotifyConsumerIDsChanged)
 	c.rc.Handle(int32(protocol.ResetConsumerClientOffset), pc.handleResetConsumerClientOffset)
+	c.rc.Handle(int32(protocol.BrokerClosing), pc.handleBrokerClosing)
 	return pc, nil
 }
 
@@ -393,6 +399,7 @@ func (pc *PushConsumer) watchBroker(addr string) {
 	cn.OnClose(func(cn *remoting.Conn) {
 		pc.mu.Lock()
 		delete(pc.watched, cn)
+		delete(pc.closingConns, cn)
 		pc.brokerOK[addr] = false
 		pc.mu.Unlock()
 		if pc.c.ctx.Err() == nil {

@@ -93,9 +93,11 @@ var errBrokerFailing = errors.New("zonemq client: broker failing its heartbeats"
 // brokerFailing reports whether addr's last heartbeat got no answer.
 // A broker that answered with an error is still asked.
 func (pc *PushConsumer) brokerFailing(addr string) bool {
+	cn, open := pc.c.rc.ConnIfOpen(addr)
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
-	return pc.silent[addr]
+	since, closing := pc.closingConns[cn]
+	return pc.silent[addr] || (open && closing && time.Since(since) < closingHold)
 }
 
 // brokerView is one broker's answer to GET_CONSUMER_LIST_BY_GROUP.

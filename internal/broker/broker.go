@@ -357,7 +357,8 @@ func (s *Server) addLoop(fn func(ctx context.Context)) { s.loops = append(s.loop
 func (s *Server) addCloser(fn func()) { s.closers = append(s.closers, fn) }
 
 // Shutdown stops the broker in order: unregister from every name server,
-// answer parked pulls, refuse new requests and let those in flight finish,
+// let the connected zonemq consumers commit (tellConsumersClosing), answer
+// parked pulls, refuse new requests and let those in flight finish,
 // close every connection, stop the loops, run the closers, close the store.
 // It is idempotent and returns when everything has stopped.
 func (s *Server) Shutdown() {
@@ -375,6 +376,7 @@ func (s *Server) Shutdown() {
 	// already on their way are still served.
 	s.namesrvs.stop()
 	s.namesrvs.unregisterAll()
+	s.tellConsumersClosing()
 	select {
 	case <-s.pulls.close():
 	case <-time.After(time.Second):

@@ -50,6 +50,7 @@ func (s *Server) switchThroughController(ctx context.Context, req *remoting.Comm
 		r.mu.Unlock()
 	}()
 	s.logger.Info("switchover through the controller: writes paused; waiting for the replica to catch up", "to", h.To)
+	s.commitBeforeSwitch()
 	end, err := r.waitCaughtUp(ctx, key, timeout)
 	if err == nil {
 		err = r.waitMetaSynced(ctx, key, timeout)

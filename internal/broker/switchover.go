@@ -45,6 +45,7 @@ func (s *Server) handleReplicaSwitch(ctx context.Context, c *remoting.Conn, req 
 		r.mu.Unlock()
 	}
 
+	s.commitBeforeSwitch()
 	end, err := r.waitCaughtUp(ctx, h.To, timeout)
 	if err == nil {
 		err = r.waitMetaSynced(ctx, h.To, timeout)
