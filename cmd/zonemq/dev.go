@@ -302,12 +302,15 @@ func underGoRun() bool {
 
 // programName is how the printed commands start: "./zonemq" under go run
 // (the banner then says how to build it: go run would compile again for
-// every command and hide exit statuses), else "zonemq".
+// every command and hide exit statuses), else the binary as invoked.
 func programName() string {
 	if underGoRun() {
 		return "./zonemq"
 	}
-	return "zonemq"
+	if arg0 := os.Args[0]; strings.Contains(arg0, "/") {
+		return arg0 // ./zonemq, bin/zonemq: what the user typed, so it pastes
+	}
+	return "zonemq" // found on $PATH
 }
 
 // devRoles are the roles the control endpoint knows, in start order.
@@ -437,9 +440,32 @@ func (d *devControl) writeStatus(w io.Writer) {
 				state = "stopped"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, role, addrs[role], state)
+			if role == "broker" {
+				// The replicas this IDC hosts stop and start with its broker.
+				for _, r := range hostedReplicas(d.c, n) {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, r.role, r.addr, state)
+				}
+			}
 		}
 	}
 	tw.Flush()
+}
+
+// hostedReplica is a replica an IDC runs for another IDC's broker group.
+type hostedReplica struct{ role, addr string }
+
+// hostedReplicas lists the replicas IDC n hosts: replica k of IDC g's
+// group runs in IDC g+k, wrapping around (devcluster's layout).
+func hostedReplicas(c *devcluster.Cluster, n int) []hostedReplica {
+	var out []hostedReplica
+	for g := 1; g <= c.IDCs(); g++ {
+		for k := 1; k < c.Replicas(); k++ {
+			if (g-1+k)%c.IDCs()+1 == n {
+				out = append(out, hostedReplica{fmt.Sprintf("replica %d of %s", k, devcluster.BrokerName(g)), c.ReplicaAddr(g, int64(k))})
+			}
+		}
+	}
+	return out
 }
 
 func containsString(list []string, s string) bool {

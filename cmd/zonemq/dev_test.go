@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -212,4 +213,33 @@ func TestCLIDevController(t *testing.T) {
 	}
 	cancel()
 	testutil.Equal(t, <-done, 0, errb.String())
+}
+
+// TestDevCtlStatusListsReplicas: with --replicas, dev-ctl status shows the
+// replicas each IDC hosts (they stop and start with its broker).
+func TestDevCtlStatusListsReplicas(t *testing.T) {
+	cliClearEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, Replicas: 2, DataDir: t.TempDir()})
+	testutil.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	d := newDevControl(c)
+	var b bytes.Buffer
+	d.writeStatus(&b)
+	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	var lines []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		lines = append(lines, norm(l))
+	}
+	for _, want := range []string{
+		"idc2 replica 1 of broker-idc1 " + c.ReplicaAddr(1, 1) + " running",
+		"idc1 replica 1 of broker-idc2 " + c.ReplicaAddr(2, 1) + " running",
+	} {
+		testutil.True(t, slices.Contains(lines, want), "status lacks", want, b.String())
+	}
+	d.act(ctx, "idc2", "broker", "stop")
+	b.Reset()
+	d.writeStatus(&b)
+	testutil.True(t, strings.Contains(norm(b.String()), "idc2 replica 1 of broker-idc1 "+c.ReplicaAddr(1, 1)+" stopped"), b.String())
 }
