@@ -58,7 +58,7 @@ var allowedImports = map[string][]string{
 		"internal/remoting",
 		// Not in §5 yet: the disaster drill and the controller (see
 		// their rows below).
-		"internal/drill", "internal/controller", "internal/member"),
+		"internal/drill", "internal/controller", "internal/member", "internal/loadgen"),
 	// Not in ARCHITECTURE.md §5 yet (issue 12): RocketMQ ACL 1.0 checking and
 	// signing, standard library only, so servers and the SDK share it.
 	"internal/acl":      {"internal/remoting", "internal/protocol"},
@@ -79,6 +79,9 @@ var allowedImports = map[string][]string{
 	// Not in docs/architecture.md §5 yet: the failover controller (issue 10)
 	// speaks the remoting protocol and knows nothing of servers or store.
 	"internal/controller": {"internal/remoting", "internal/protocol", "internal/acl", "internal/member"},
+	// The load generator behind `zonemq bench` (issue 26): a client
+	// application, held to the public SDK like the drill.
+	"internal/loadgen": {"client", "internal/protocol"},
 	// Cluster-member authentication (issue 22): the cluster secret's
 	// request MAC and the derived mutual TLS. Standard library only.
 	"internal/member": {},

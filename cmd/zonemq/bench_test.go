@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/loadgen"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -17,7 +18,7 @@ func TestBenchLocalJSON(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"bench", "--local", "--count", "200", "--producers", "2", "--output", "json", "--log-level", "error"}, &stdout, &stderr)
 	testutil.Equal(t, code, 0, "exit status; stderr: "+stderr.String())
-	var rep benchReport
+	var rep loadgen.Report
 	dec := json.NewDecoder(&stdout)
 	dec.DisallowUnknownFields()
 	testutil.NoError(t, dec.Decode(&rep), "the JSON report")
@@ -47,7 +48,7 @@ func TestBenchLocalInflight(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"bench", "--local", "--count", "300", "--inflight", "16", "--output", "json", "--log-level", "error"}, &stdout, &stderr)
 	testutil.Equal(t, code, 0, "exit status; stderr: "+stderr.String())
-	var rep benchReport
+	var rep loadgen.Report
 	testutil.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), "the JSON report")
 	testutil.Equal(t, rep.Inflight, 16, "inflight")
 	testutil.Equal(t, rep.Producers, 0, "producers")
@@ -87,55 +88,11 @@ func TestBenchBadFlags(t *testing.T) {
 func TestBenchDurationDefaults(t *testing.T) {
 	o, err := parseBenchArgs([]string{"--local"}, io.Discard)
 	testutil.NoError(t, err)
-	testutil.Equal(t, o.duration, benchDefaultDuration, "neither --count nor --duration")
+	testutil.Equal(t, o.load.Duration, loadgen.DefaultDuration, "neither --count nor --duration")
 	o, err = parseBenchArgs([]string{"--local", "--count", "10"}, io.Discard)
 	testutil.NoError(t, err)
-	testutil.Equal(t, o.duration, benchMaxDuration, "--count alone is capped")
+	testutil.Equal(t, o.load.Duration, loadgen.MaxDuration, "--count alone is capped")
 	o, err = parseBenchArgs([]string{"--local", "--count", "10", "--duration", "2s"}, io.Discard)
 	testutil.NoError(t, err)
-	testutil.Equal(t, o.duration, 2*time.Second, "--duration wins")
-}
-
-func TestBenchHistogramPercentiles(t *testing.T) {
-	var h latencyHistogram
-	testutil.Equal(t, h.percentile(0.5), time.Duration(0), "empty")
-	for i := 1; i <= 1000; i++ {
-		h.record(time.Duration(i) * time.Microsecond)
-	}
-	within := func(got, want time.Duration) bool {
-		return got >= want && float64(got) <= float64(want)*(1+1.0/histSubBuckets)
-	}
-	for _, c := range []struct {
-		q    float64
-		want time.Duration
-	}{{0.5, 500 * time.Microsecond}, {0.9, 900 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, time.Millisecond}} {
-		if got := h.percentile(c.q); !within(got, c.want) {
-			t.Errorf("p%v = %v, want %v (+1/%d)", c.q*100, got, c.want, histSubBuckets)
-		}
-	}
-	testutil.Equal(t, h.max, time.Millisecond, "max")
-	if got := h.report().P999; got < 0.999 || got > 1.0 {
-		t.Errorf("p99.9 = %vms, want 0.999–1 ms", got)
-	}
-	var other latencyHistogram
-	other.record(time.Hour * 100) // beyond the last bucket: still counted, max exact
-	h.merge(&other)
-	testutil.Equal(t, h.n, uint64(1001))
-	testutil.Equal(t, h.percentile(1), 100*time.Hour, "max after merge")
-	// Every bucket's upper bound maps back to the bucket.
-	for b := 0; b < histBuckets-1; b++ {
-		testutil.Equal(t, histBucket(histUpper(b)), b, "bucket of upper bound")
-		testutil.Equal(t, histBucket(histUpper(b)+1), b+1, "bucket after upper bound")
-	}
-}
-
-func TestBenchSeqSet(t *testing.T) {
-	var acked, seen seqSet
-	testutil.True(t, acked.addRange(1, 100), "new range")
-	testutil.True(t, !acked.addRange(50, 60), "known range")
-	for n := int64(1); n <= 100; n += 2 {
-		seen.addRange(n, n)
-	}
-	seen.addRange(500, 500) // received but never acknowledged: not missing
-	testutil.Equal(t, acked.missingFrom(&seen), int64(50), "missing")
+	testutil.Equal(t, o.load.Duration, 2*time.Second, "--duration wins")
 }
