@@ -38,10 +38,56 @@ type brokerState struct {
 	id              int64 // 0 = master; a replica's id otherwise
 	up              bool
 	detail          string
-	at              time.Time
-	in, out         map[string]int64   // counters by client IDC at the last poll
-	inRate, outRate map[string]float64 // messages per second since the poll before
+	// samples are the counters by client IDC of the polls within
+	// rateWindow (plus the one just before it), oldest first.
+	samples         []countSample
+	inRate, outRate map[string]float64 // messages per second over the samples
 	runtime         map[string]string
+	// takeovers is the broker's running total of queue takeovers, and
+	// takeoverAt when it last rose.
+	takeovers     int64
+	takeoversSeen bool
+	takeoverAt    time.Time
+}
+
+// countSample is one poll's message counters by client IDC.
+type countSample struct {
+	at      time.Time
+	in, out map[string]int64
+}
+
+// rateWindow is the span rates are measured over: a steady 2 msg/s
+// producer polled every second would otherwise show 1, 3, 2, 1… as its
+// messages fall on either side of a poll.
+const rateWindow = 5 * time.Second
+
+// takeoverRecent is how long after a takeover a broker's card marks it.
+const takeoverRecent = 30 * time.Second
+
+// addSample records a poll's counters and updates the rates over the
+// window.
+func (st *brokerState) addSample(now time.Time, in, out map[string]int64) {
+	st.samples = append(st.samples, countSample{now, in, out})
+	for len(st.samples) > 2 && now.Sub(st.samples[1].at) >= rateWindow {
+		st.samples = st.samples[1:]
+	}
+	if len(st.samples) < 2 {
+		return
+	}
+	base := st.samples[0]
+	dt := now.Sub(base.at).Seconds()
+	st.inRate, st.outRate = rates(base.in, in, dt), rates(base.out, out, dt)
+}
+
+// noteTakeovers records the broker's takeover total; it reports whether
+// it rose within takeoverRecent. The first total seen is history of
+// unknown age, not a takeover now.
+func (st *brokerState) noteTakeovers(now time.Time, total int64) bool {
+	if st.takeoversSeen && total > st.takeovers {
+		st.takeoverAt = now
+	}
+	st.takeovers, st.takeoversSeen = total, true
+	return !st.takeoverAt.IsZero() && now.Sub(st.takeoverAt) < takeoverRecent
 }
 
 // poller builds snapshots; it is used by one goroutine at a time (the poll
@@ -58,6 +104,9 @@ type poller struct {
 	upBefore   map[string]bool         // "namesrv ADDR", "addrsrv URL", "broker NAME" → was up
 	dominant   map[string]string       // "produce idc1" → the IDC that got most of it
 	events     []Event                 // newest last
+	// lastQueues is every group queue as last answered, so a down
+	// broker's queues stay in the table with the lag stranded there.
+	lastQueues map[string]QueueView
 }
 
 func newPoller(opts Options, admin *client.Admin) *poller {
@@ -67,6 +116,7 @@ func newPoller(opts Options, admin *client.Admin) *poller {
 		brokers:    map[string]*brokerState{},
 		addrsrvIDC: map[string]string{},
 		upBefore:   map[string]bool{},
+		lastQueues: map[string]QueueView{},
 		dominant:   map[string]string{},
 	}
 }
@@ -132,6 +182,7 @@ func (p *poller) poll(ctx context.Context) Snapshot {
 			bv.Conns, _ = strconv.Atoi(b.runtime["clientConnectionCount"])
 			bv.DiskRatio, _ = strconv.ParseFloat(b.runtime["commitLogDiskRatio"], 64)
 			bv.Takeovers, _ = strconv.ParseInt(b.runtime["zonemqTakeovers"], 10, 64)
+			bv.TakeoverRecent = b.noteTakeovers(now, bv.Takeovers)
 		}
 		v.Brokers = append(v.Brokers, bv)
 	}
@@ -212,7 +263,7 @@ func (p *poller) pollBrokers(ctx context.Context, snap *Snapshot, now time.Time)
 		}
 		if !registered[brokerKey(st.name, st.id)] {
 			st.up, st.detail = false, "not registered with the name servers"
-			st.inRate, st.outRate = nil, nil
+			st.inRate, st.outRate, st.samples = nil, nil, nil
 			continue
 		}
 		wg.Add(1)
@@ -223,20 +274,20 @@ func (p *poller) pollBrokers(ctx context.Context, snap *Snapshot, now time.Time)
 			rt, rerr := p.admin.BrokerRuntime(rctx, st.addr)
 			if rerr != nil {
 				st.up, st.detail = false, "registered, but no answer: "+rerr.Error()
-				st.inRate, st.outRate = nil, nil
+				st.inRate, st.outRate, st.samples = nil, nil, nil
 				return
 			}
 			in, out := parseCounts(rt["zonemqMsgInByClientIDC"]), parseCounts(rt["zonemqMsgOutByClientIDC"])
-			if st.in != nil && st.up {
-				dt := now.Sub(st.at).Seconds()
-				st.inRate, st.outRate = rates(st.in, in, dt), rates(st.out, out, dt)
+			if !st.up {
+				st.samples = nil // back from down: no rate across the gap
 			}
-			st.up, st.detail, st.runtime, st.in, st.out, st.at = true, "", rt, in, out, now
+			st.addSample(now, in, out)
+			st.up, st.detail, st.runtime = true, "", rt
 		}()
 	}
 	wg.Wait()
 	for key, st := range p.brokers {
-		p.transition(snap, "broker "+key, st.up, st.idc, "broker "+key)
+		p.transition(snap, "broker "+key, st.up, st.idc, "broker "+brokerLabel(st.name, st.id))
 	}
 }
 
@@ -380,6 +431,15 @@ func brokerKey(name string, id int64) string {
 	return name + "#" + strconv.FormatInt(id, 10)
 }
 
+// brokerLabel names a broker for people, as its card does: "broker-idc2"
+// for a master, "broker-idc2 replica 1" for a replica.
+func brokerLabel(name string, id int64) string {
+	if id == 0 {
+		return name
+	}
+	return name + " replica " + strconv.FormatInt(id, 10)
+}
+
 // systemTopic reports RocketMQ's and zonemq's internal topics, and the
 // cluster and broker names the name servers list as topics.
 func (p *poller) systemTopic(n string) bool {
@@ -429,19 +489,44 @@ func (p *poller) pollGroups(ctx context.Context, snap *Snapshot, groups []string
 				continue
 			}
 			gv := GroupView{Name: g, Topic: t, Members: members}
+			shown := map[string]bool{}
 			for _, o := range offs {
 				qv := QueueView{Broker: o.Queue.BrokerName, IDC: o.IDC, Queue: o.Queue.QueueID, Owner: o.Owner,
 					OwnerIDC: idcOfClientID(o.Owner), Committed: o.Committed, Max: o.Max, Lag: o.Lag}
 				if o.Err != nil {
 					qv.Err = o.Err.Error()
+				} else {
+					qv.SeenAt = snap.At
+					p.lastQueues[queueKey(g, t, qv.Broker, qv.Queue)] = qv
 				}
+				shown[qv.Broker] = true
 				gv.TotalLag += max(o.Lag, 0)
 				gv.Queues = append(gv.Queues, qv)
 			}
+			// A broker that left the routes takes its queues out of the
+			// answer, but their lag is stranded there, not gone: show
+			// them as last seen, marked.
+			for key, qv := range p.lastQueues {
+				if !strings.HasPrefix(key, g+"|"+t+"|") || shown[qv.Broker] {
+					continue
+				}
+				qv.Stale, qv.Owner, qv.OwnerIDC = true, "", ""
+				gv.TotalLag += max(qv.Lag, 0)
+				gv.Queues = append(gv.Queues, qv)
+			}
+			sort.SliceStable(gv.Queues, func(i, j int) bool {
+				a, b := gv.Queues[i], gv.Queues[j]
+				return a.Broker < b.Broker || a.Broker == b.Broker && a.Queue < b.Queue
+			})
 			out = append(out, gv)
 		}
 	}
 	return out
+}
+
+// queueKey names a group's queue in poller.lastQueues.
+func queueKey(group, topic, broker string, queue int) string {
+	return group + "|" + topic + "|" + broker + "|" + strconv.Itoa(queue)
 }
 
 // groupConnections asks the live brokers, in name order, until one knows

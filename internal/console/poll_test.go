@@ -3,6 +3,7 @@ package console
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConsoleRatesAndCounts(t *testing.T) {
@@ -55,5 +56,43 @@ func TestConsoleFlowMovesOnTimeline(t *testing.T) {
 	step(10, 0)
 	if len(p.events) != 2 || p.events[1].Kind != "up" || !strings.Contains(p.events[1].Text, "back on idc1's own brokers") {
 		t.Fatalf("after the return: %+v", p.events)
+	}
+}
+
+// TestConsoleRatesAreSmoothed: a steady 2 msg/s producer whose messages
+// fall 1, 3, 2, 1, 3 … into one-second polls shows 2/s once the window
+// has filled, not the jumps.
+func TestConsoleRatesAreSmoothed(t *testing.T) {
+	var st brokerState
+	t0 := time.Unix(1000, 0)
+	total := int64(0)
+	for i, n := range []int64{0, 1, 3, 2, 1, 3, 2, 2, 1, 3, 2} {
+		total += n
+		st.addSample(t0.Add(time.Duration(i)*time.Second), map[string]int64{"idc1": total}, nil)
+		if i >= 6 {
+			if r := st.inRate["idc1"]; r < 1.6 || r > 2.4 {
+				t.Fatalf("poll %d: rate %.2f, want about 2", i, r)
+			}
+		}
+	}
+}
+
+// TestConsoleTakeoversMarkedOnlyWhenRecent: the running total stays on the
+// card, but it is a warning only within takeoverRecent of a rise; a total
+// the console found on its first look is history.
+func TestConsoleTakeoversMarkedOnlyWhenRecent(t *testing.T) {
+	var st brokerState
+	t0 := time.Unix(1000, 0)
+	if st.noteTakeovers(t0, 5) {
+		t.Fatal("the first total seen marked as recent")
+	}
+	if !st.noteTakeovers(t0.Add(time.Second), 6) {
+		t.Fatal("a rise not marked")
+	}
+	if st.noteTakeovers(t0.Add(time.Second+takeoverRecent), 6) {
+		t.Fatal("still marked after the recovery")
+	}
+	if got := brokerLabel("broker-idc2", 1); got != "broker-idc2 replica 1" {
+		t.Fatalf("brokerLabel: %q", got)
 	}
 }

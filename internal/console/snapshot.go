@@ -46,7 +46,11 @@ type BrokerView struct {
 	Topics    int     `json:"topics"`
 	DiskRatio float64 `json:"diskRatio"`
 	Conns     int     `json:"conns"`
-	Takeovers int64   `json:"takeovers"`
+	// Takeovers is the broker's running total of its queues taken over by
+	// another IDC's consumers (its own IDC had none for them) since it
+	// started; TakeoverRecent marks one within the last 30 s.
+	Takeovers      int64 `json:"takeovers"`
+	TakeoverRecent bool  `json:"takeoverRecent"`
 }
 
 // FlowView is where one IDC's producers send and its consumers read now.
@@ -100,6 +104,10 @@ type QueueView struct {
 	Max       int64  `json:"max"`
 	Lag       int64  `json:"lag"`
 	Err       string `json:"err,omitempty"`
+	// Stale marks a queue of a broker that left the routes, shown with
+	// the figures it had at SeenAt: its lag is stranded there.
+	Stale  bool      `json:"stale,omitempty"`
+	SeenAt time.Time `json:"seenAt"`
 }
 
 // Event is one line of the failover timeline.
