@@ -130,6 +130,11 @@ func (c *Conn) readFrame() (*Command, error) {
 		return nil, &FrameError{Reason: fmt.Sprintf("length field %d is below %d", n, minFrameLength)}
 	}
 	if n > int64(c.maxFrame) {
+		if m := httpMethod(lenBuf); m != "" {
+			// "GET " read as a length is 1.2 GB: say what it really is.
+			return nil, &FrameError{Reason: fmt.Sprintf("an HTTP %s request arrived on this remoting port: "+
+				"a client was given this server's address as an address server URL (--addrsrv wants an address server's http://host:port)", m)}
+		}
 		c.refuseOversized(n)
 		return nil, fmt.Errorf("%w: %d > %d bytes", ErrFrameTooLarge, n, c.maxFrame)
 	}
@@ -229,4 +234,11 @@ func (s *Server) ConnCount() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.conns)
+}
+
+// httpMethod names the HTTP method a frame's first four bytes start, or "".
+func httpMethod(b [4]byte) string {
+	methods := map[string]string{"GET ": "GET", "POST": "POST", "HEAD": "HEAD", "PUT ": "PUT",
+		"DELE": "DELETE", "OPTI": "OPTIONS", "PATC": "PATCH"}
+	return methods[string(b[:])]
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,4 +105,41 @@ func TestServerConnectionCap(t *testing.T) {
 	testutil.Equal(t, len(rest), 0, "no answer past the cap")
 	logs.waitFor(t, "the connection cap is reached")
 	testutil.Equal(t, s.ConnCount(), 2)
+}
+
+// An HTTP request on a remoting port (a client given a name server as its
+// address server) is logged as what it is, not as a 1.2 GB frame.
+func TestServerNamesAnHTTPRequest(t *testing.T) {
+	var logs syncLog
+	s := startServer(t, ServerOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, nil)
+	nc := dialRaw(t, s.Addr())
+	_, err := nc.Write([]byte("GET /v1/namesrvs HTTP/1.1\r\nHost: x\r\n\r\n"))
+	testutil.NoError(t, err)
+	rest, _ := io.ReadAll(nc) // the server closes
+	testutil.Equal(t, len(rest), 0)
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if !strings.Contains(logs.String(), "an HTTP GET request arrived on this remoting port") {
+			return fmt.Errorf("log: %s", logs.String())
+		}
+		return nil
+	})
+	testutil.True(t, !strings.Contains(logs.String(), "exceeds"), logs.String())
+}
+
+// syncLog is a log sink safe for concurrent writes.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
