@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -111,16 +112,20 @@ func (s *Server) checkACL(c *remoting.Conn, req *remoting.Command) *remoting.Com
 	return errorf(req, protocol.NoPermission, "%s", err.Error())
 }
 
-// signRequest signs a request the broker sends (to name servers, and to
-// the other brokers of its group) with the broker's own credentials, when
-// it has them. Call it last.
+// signRequest signs a request the broker sends (to name servers, to the
+// other brokers of its group, to the controller): the cluster secret's
+// member MAC first, then the ACL signature over everything, each when the
+// broker has it. Call it last.
 func (s *Server) signRequest(req *remoting.Command) *remoting.Command {
-	if s.opts.AccessKey == "" {
+	if s.opts.AccessKey == "" && s.opts.ClusterSecret == nil {
 		return req
 	}
 	if req.ExtFields == nil {
 		req.ExtFields = map[string]string{}
 	}
-	acl.Sign(req.ExtFields, req.Body, s.opts.AccessKey, s.opts.SecretKey)
+	s.opts.ClusterSecret.Sign(req.Code, req.ExtFields, req.Body, time.Now())
+	if s.opts.AccessKey != "" {
+		acl.Sign(req.ExtFields, req.Body, s.opts.AccessKey, s.opts.SecretKey)
+	}
 	return req
 }

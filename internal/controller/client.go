@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/zonemq/zonemq/internal/acl"
+	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
@@ -33,6 +35,9 @@ type ClientOptions struct {
 	AccessKey, SecretKey string
 	// TLS, when set, dials the voters over TLS.
 	TLS *tls.Config
+	// ClusterSecret, when set, adds the member MAC that heartbeats and
+	// elections need from a controller with a cluster secret.
+	ClusterSecret *member.Secret
 }
 
 // NewClient returns a client of the voters at addrs (request addresses).
@@ -48,13 +53,15 @@ func NewClientWithOptions(addrs []string, opts ClientOptions) *Client {
 	return &Client{rc: remoting.NewClient(ro), addrs: addrs, opts: opts}
 }
 
-// request builds a request, signed when the client has credentials.
+// request builds a request, signed when the client has credentials or the
+// cluster secret.
 func (c *Client) request(code protocol.RequestCode, ext map[string]string) *remoting.Command {
 	req := remoting.NewRequest(int32(code), ext, nil)
+	if req.ExtFields == nil {
+		req.ExtFields = map[string]string{}
+	}
+	c.opts.ClusterSecret.Sign(req.Code, req.ExtFields, req.Body, time.Now())
 	if c.opts.AccessKey != "" {
-		if req.ExtFields == nil {
-			req.ExtFields = map[string]string{}
-		}
 		acl.Sign(req.ExtFields, req.Body, c.opts.AccessKey, c.opts.SecretKey)
 	}
 	return req

@@ -96,8 +96,7 @@ func New(opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: opening snapshots in %s: %w", opts.DataDir, err)
 	}
-	s.transport, err = raft.NewTCPTransportWithLogger(opts.RaftListen, nil, 3, 5*time.Second, hlog)
-	if err != nil {
+	if s.transport, err = newRaftTransport(opts, hlog); err != nil {
 		return nil, fmt.Errorf("controller: --raft-listen %s: %w", opts.RaftListen, err)
 	}
 	var serverTLS remoting.ServerTLS
