@@ -73,6 +73,13 @@ type ClientConfig struct {
 	// Logger receives the client's log lines; nil discards them.
 	Logger *slog.Logger
 
+	// ClusterSecretFile names the cluster secret's file (docs/security.md).
+	// Only an operator's tool needs it: switchovers and forced promotions,
+	// topic route and KV writes on name servers and controller elections
+	// are cluster-member requests, refused without its MAC by a cluster
+	// that has a secret. Applications leave it empty.
+	ClusterSecretFile string
+
 	// RequestTimeout bounds one request to a name server and a broker's
 	// control requests (heartbeat, offsets, consumer list, locks). Zero
 	// means DefaultRequestTimeout (1 s). A request that times out closes its

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/idc"
+	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 )
@@ -33,6 +34,8 @@ type core struct {
 	rc     *remoting.Client
 	ns     *nameServers
 	routes *routeTable
+	// secret is ClusterSecretFile's cluster secret, or nil.
+	secret *member.Secret
 
 	// groups lists the client's groups for the name-server heartbeat.
 	groups func() []string
@@ -52,6 +55,11 @@ func newCore(cfg ClientConfig, role string) (*core, error) {
 		return nil, err
 	}
 	c := &core{cfg: cfg, role: role}
+	if cfg.ClusterSecretFile != "" {
+		if c.secret, err = member.LoadSecret(cfg.ClusterSecretFile); err != nil {
+			return nil, &ConfigError{"ClusterSecretFile", err.Error()}
+		}
+	}
 	c.logger = cfg.Logger.With("role", "client", "kind", role, "idc", cfg.IDC)
 	dial := cfg.Dial
 	if dial == nil {
@@ -238,13 +246,18 @@ func request(code protocol.RequestCode, ext map[string]string, body []byte) *rem
 // sign returns req signed for the ACL when the client has credentials,
 // else req itself. It signs a copy, so one request may be sent to several
 // servers at once; call it last, after every field and the body are final.
+// With a cluster secret (an operator's tool) the member MAC goes first, so
+// the ACL signature covers it.
 func (c *core) sign(req *remoting.Command) *remoting.Command {
-	if c.cfg.AccessKey == "" {
+	if c.cfg.AccessKey == "" && c.secret == nil {
 		return req
 	}
 	signed := *req
-	signed.ExtFields = make(map[string]string, len(req.ExtFields)+2)
+	signed.ExtFields = make(map[string]string, len(req.ExtFields)+4)
 	maps.Copy(signed.ExtFields, req.ExtFields)
-	acl.Sign(signed.ExtFields, signed.Body, c.cfg.AccessKey, c.cfg.SecretKey)
+	c.secret.Sign(signed.Code, signed.ExtFields, signed.Body, time.Now())
+	if c.cfg.AccessKey != "" {
+		acl.Sign(signed.ExtFields, signed.Body, c.cfg.AccessKey, c.cfg.SecretKey)
+	}
 	return &signed
 }

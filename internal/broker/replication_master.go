@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
@@ -24,13 +25,18 @@ const (
 )
 
 // registerReplicationHandlers installs the master's and the replica's
-// replication requests.
+// replication requests. They are cluster-member requests: with a cluster
+// secret, one without its MAC is refused before it reads a byte of the log,
+// counts as a replica, sets offsets or moves the master (docs/security.md).
 func (s *Server) registerReplicationHandlers() {
-	s.handle(protocol.ReplicaHello, s.handleReplicaHello)
-	s.handle(protocol.ReplicaFetch, s.handleReplicaFetch)
-	s.handle(protocol.ReplicaSyncMeta, s.handleReplicaSyncMeta)
-	s.handle(protocol.ReplicaSwitch, s.handleReplicaSwitch)
-	s.handle(protocol.ReplicaPromote, s.handleReplicaPromote)
+	member := func(h remoting.Handler) remoting.Handler {
+		return acl.MemberGuard(s.opts.ClusterSecret, s.logger, h)
+	}
+	s.handle(protocol.ReplicaHello, member(s.handleReplicaHello))
+	s.handle(protocol.ReplicaFetch, member(s.handleReplicaFetch))
+	s.handle(protocol.ReplicaSyncMeta, member(s.handleReplicaSyncMeta))
+	s.handle(protocol.ReplicaSwitch, member(s.handleReplicaSwitch))
+	s.handle(protocol.ReplicaPromote, member(s.handleReplicaPromote))
 }
 
 // handleReplicaHello agrees with a replica where their logs meet.

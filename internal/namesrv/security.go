@@ -21,7 +21,27 @@ var adminCodes = map[protocol.RequestCode]bool{
 	protocol.DeleteKVConfig:         true,
 }
 
-// checked puts the ACL in front of h when it is on.
+// memberCodes are the name server's cluster-member requests
+// (docs/security.md): a broker's registration, heartbeat, unregistration
+// and data-version query, and the route and KV writes of an operator's
+// tool. With a cluster secret they need its member MAC, ACL on or off;
+// reads stay open to every client.
+var memberCodes = map[protocol.RequestCode]bool{
+	protocol.RegisterBroker:         true,
+	protocol.UnregisterBroker:       true,
+	protocol.BrokerHeartbeat:        true,
+	protocol.QueryDataVersion:       true,
+	protocol.RegisterTopicInNamesrv: true,
+	protocol.DeleteTopicInNamesrv:   true,
+	protocol.PutKVConfig:            true,
+	protocol.DeleteKVConfig:         true,
+}
+
+// checked puts the member check and the ACL in front of h when they are on.
 func (s *Server) checked(code protocol.RequestCode, h remoting.Handler) remoting.Handler {
-	return acl.Guard(s.acl, s.logger, adminCodes[code], h)
+	h = acl.Guard(s.acl, s.logger, adminCodes[code], h)
+	if memberCodes[code] {
+		h = acl.MemberGuard(s.opts.ClusterSecret, s.logger, h)
+	}
+	return h
 }
