@@ -210,6 +210,7 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	fs.StringVar(&opts.SecretKey, "secret-key", "",
 		"secret `key` of --access-key; prefer the config file to the command line (config alias secretKey)")
 	serverTLS := addServerTLSFlags(fs)
+	mf := addMemberFlags(fs)
 	namesrvTLS := addClientTLSFlags(fs, "namesrv-tls", "the name servers")
 	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
 		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")
@@ -289,6 +290,9 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		return nil, usagef("--data is required (the data directory)")
 	case len(opts.NamesrvAddrs) == 0 && len(opts.AddrsrvURLs) == 0:
 		return nil, usagef("one of --addrsrv and --namesrv is required")
+	}
+	if opts.ClusterSecret, err = mf.load("broker", []string{opts.Listen}, stderr); err != nil {
+		return nil, err
 	}
 	ba.opts = opts
 	return ba, nil

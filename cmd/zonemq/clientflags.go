@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/member"
 )
 
 // Environment variables that supply the defaults of the client flags, so a
@@ -48,6 +49,7 @@ type clientFlags struct {
 
 	clientHeartbeat time.Duration
 	tls             *clientTLSFlags
+	secretFile      string // --cluster-secret-file, for an operator's admin commands
 }
 
 // addClientFlags registers the shared client flags on fs, their defaults
@@ -76,6 +78,9 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	fs.StringVar(&f.secretKey, "secret-key", os.Getenv(envSecretKey),
 		"ACL secret `key` of --access-key; prefer $"+envSecretKey+" (the command line shows in ps)")
 	f.tls = addClientTLSFlags(fs, "tls", "name servers and brokers")
+	fs.StringVar(&f.secretFile, "cluster-secret-file", os.Getenv(member.EnvSecretFile),
+		"the cluster secret's `file`: admin commands that switch or promote masters, or write name-server routes\n"+
+			"and KV config, are cluster-member requests (default $"+member.EnvSecretFile+")")
 	fs.StringVar(&f.logLevel, "log-level", "warn",
 		"SDK log `level` on stderr: debug, info, warn or error")
 	fs.String("config", "",
@@ -115,6 +120,7 @@ func (f *clientFlags) config(stderr io.Writer) (client.ClientConfig, error) {
 		return cfg, usagef("--access-key and --secret-key go together (or $%s and $%s)", envAccessKey, envSecretKey)
 	}
 	cfg.AccessKey, cfg.SecretKey = f.accessKey, f.secretKey
+	cfg.ClusterSecretFile = f.secretFile
 	tlsConfig, err := f.tls.config()
 	if err != nil {
 		return cfg, err
@@ -161,6 +167,7 @@ func configFlagMessage(ce *client.ConfigError) string {
 	flagOf := map[string]string{
 		"AddrsrvURLs":          "--addrsrv",
 		"NamesrvAddrs":         "--namesrv",
+		"ClusterSecretFile":    "--cluster-secret-file",
 		"IDC":                  "--idc",
 		"LocalIP":              "--local-ip",
 		"InstanceName":         "--instance",

@@ -67,12 +67,16 @@ func parseControllerArgs(args []string, stderr io.Writer) (controller.Options, s
 		"plain_acl.yml `file` (RocketMQ ACL 1.0): every request signed, heartbeats and elections by an admin\n"+
 			"account; re-read on change (default: none, ACL off; see docs/security.md)")
 	serverTLS := addServerTLSFlags(fs)
+	mf := addMemberFlags(fs)
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "", "`file` of key=value lines, keys being these flag names without '--'")
 	if err := parseFlags(fs, args, nil); err != nil {
 		return opts, "", err
 	}
 	var err error
+	if opts.ClusterSecret, err = mf.load("controller", []string{opts.Listen, opts.RaftListen}, stderr); err != nil {
+		return opts, "", err
+	}
 	if opts.TLSMode, err = serverTLS.parse(); err != nil {
 		return opts, "", err
 	}

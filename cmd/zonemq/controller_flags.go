@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/zonemq/zonemq/internal/controller"
+	"github.com/zonemq/zonemq/internal/member"
 )
 
 // controllerClientFlags are how an admin command reaches voters that run
@@ -13,6 +14,7 @@ import (
 type controllerClientFlags struct {
 	accessKey, secretKey string
 	tls                  *clientTLSFlags
+	secretFile           string
 }
 
 func addControllerClientFlags(fs *flag.FlagSet) *controllerClientFlags {
@@ -22,6 +24,8 @@ func addControllerClientFlags(fs *flag.FlagSet) *controllerClientFlags {
 	fs.StringVar(&f.secretKey, "secret-key", os.Getenv(envSecretKey),
 		"ACL secret `key` of --access-key; prefer $"+envSecretKey+" (the command line shows in ps)")
 	f.tls = addClientTLSFlags(fs, "tls", "the voters")
+	fs.StringVar(&f.secretFile, "cluster-secret-file", os.Getenv(member.EnvSecretFile),
+		"the cluster secret's `file`: elections are cluster-member requests (default $"+member.EnvSecretFile+")")
 	return f
 }
 
@@ -34,5 +38,11 @@ func (f *controllerClientFlags) options() (controller.ClientOptions, error) {
 	if err != nil {
 		return controller.ClientOptions{}, err
 	}
-	return controller.ClientOptions{AccessKey: f.accessKey, SecretKey: f.secretKey, TLS: cfg}, nil
+	opts := controller.ClientOptions{AccessKey: f.accessKey, SecretKey: f.secretKey, TLS: cfg}
+	if f.secretFile != "" {
+		if opts.ClusterSecret, err = member.LoadSecret(f.secretFile); err != nil {
+			return opts, usagef("--cluster-secret-file: %v", err)
+		}
+	}
+	return opts, nil
 }

@@ -129,7 +129,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	start := time.Now()
 	dopts := devcluster.Options{IDCs: *idcs, DataDir: *dataDir, BasePort: *basePort, Logger: logger,
-		Replicas: *replicas, Replication: *replication, Controller: *withController}
+		Replicas: *replicas, Replication: *replication, Controller: *withController, Secure: true}
 	if *metrics {
 		enableDevMetrics(&dopts, *basePort)
 	}
@@ -241,7 +241,7 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 	tw.Flush()
 	if addrs := c.ControllerAddrs(); len(addrs) > 0 {
 		fmt.Fprintf(w, "\nFailover controller (one voter per IDC): %s\n", strings.Join(addrs, ", "))
-		fmt.Fprintf(w, "  zonemq admin controller status --controller %s\n", strings.Join(addrs, ","))
+		fmt.Fprintf(w, "  %s admin controller status --controller %s\n", prog, strings.Join(addrs, ","))
 	}
 	if c.Replicas() > 1 {
 		fmt.Fprintf(w, "\nReplicas (each group's id 1..%d, copying its master's log):\n", c.Replicas()-1)
@@ -250,6 +250,11 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 				fmt.Fprintf(w, "  %s id %d  %s\n", devcluster.BrokerName(n), id, c.ReplicaAddr(n, id))
 			}
 		}
+	}
+	if c.Secure() {
+		fmt.Fprintf(w, "\nThe servers authenticate each other with the cluster secret in %s. Admin commands that\n"+
+			"change the cluster (broker switch, kv put/delete, controller elect) need --cluster-secret-file %s.\n",
+			c.SecretFile(), c.SecretFile())
 	}
 	topic := o.topic
 	if topic == "" {

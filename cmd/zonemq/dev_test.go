@@ -15,6 +15,7 @@ import (
 
 	"github.com/zonemq/zonemq/internal/devcluster"
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -58,6 +59,17 @@ func TestCLIDevWalkthrough(t *testing.T) {
 		}
 	}
 	testutil.True(t, strings.Contains(banner, "dev-ctl --control "+rd.url+" stop broker idc1"), banner)
+	// dev runs authenticated: its banner names the secret, and a stranger's
+	// registration is refused.
+	testutil.True(t, c.Secure() && strings.Contains(banner, "--cluster-secret-file "+c.SecretFile()), banner)
+	rc := remoting.NewClient(remoting.ClientOptions{})
+	defer rc.Close()
+	evil := protocol.RegisterBrokerRequestHeader{BrokerName: "broker-evil", BrokerAddr: "127.0.9.9:10911", ClusterName: "DefaultCluster", ZoneName: "idc1"}
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	resp, err := rc.Invoke(rctx, c.NamesrvAddr(1), remoting.NewRequest(int32(protocol.RegisterBroker), evil.Ext(), nil))
+	rcancel()
+	testutil.NoError(t, err)
+	testutil.Equal(t, protocol.ResponseCode(resp.Code), protocol.NoPermission, resp.Remark)
 
 	// Every server serves /metrics, and the banner lists each URL.
 	eps := c.MetricsEndpoints()

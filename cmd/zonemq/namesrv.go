@@ -77,6 +77,7 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 		"plain_acl.yml `file` (RocketMQ ACL 1.0): check every request against it, re-read on change\n"+
 			"(default: none, ACL off; see docs/security.md)")
 	serverTLS := addServerTLSFlags(fs)
+	mf := addMemberFlags(fs)
 	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
 		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
@@ -111,6 +112,13 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 		return opts, nil, "", err
 	}
 	opts.TLSMode, opts.TLSCertFile, opts.TLSKeyFile = mode, serverTLS.cert, serverTLS.key
+	listens := []string{opts.Listen}
+	if ctrl.enabled {
+		listens = append(listens, ctrl.opts.Listen, ctrl.opts.RaftListen)
+	}
+	if opts.ClusterSecret, err = mf.load("namesrv", listens, stderr); err != nil {
+		return opts, nil, "", err
+	}
 	return opts, ctrl, *logLevel, nil
 }
 
@@ -130,7 +138,7 @@ func runNamesrv(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if ctrlOpts != nil {
 		// The embedded voter guards its port as the name server does.
-		ctrlOpts.ACLFile = opts.ACLFile
+		ctrlOpts.ACLFile, ctrlOpts.ClusterSecret = opts.ACLFile, opts.ClusterSecret
 		ctrlOpts.TLSMode, ctrlOpts.TLSCertFile, ctrlOpts.TLSKeyFile = opts.TLSMode, opts.TLSCertFile, opts.TLSKeyFile
 	}
 	s, err := namesrv.New(opts)

@@ -19,6 +19,7 @@ func (c *Cluster) startControllerLocked(node *idcNode) error {
 	o.NodeID = node.name
 	o.DataDir = filepath.Join(c.dataDir, node.name, "controller")
 	o.Logger = c.logger
+	o.ClusterSecret = c.secret
 	s, err := controller.New(o)
 	if err != nil {
 		return fmt.Errorf("devcluster: %s controller: %w", node.name, err)

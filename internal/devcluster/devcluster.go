@@ -53,6 +53,7 @@ import (
 	"github.com/zonemq/zonemq/internal/addrsrv"
 	"github.com/zonemq/zonemq/internal/broker"
 	"github.com/zonemq/zonemq/internal/controller"
+	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/namesrv"
 	"github.com/zonemq/zonemq/internal/store"
 )
@@ -105,6 +106,13 @@ type Options struct {
 	// ClientTLS, when set, is the TLS config of the cluster's own checks and
 	// of ClientConfig, for clusters whose hooks turn TLS on. Nil: plain.
 	ClientTLS *tls.Config
+
+	// Secure authenticates the cluster's members to each other: a cluster
+	// secret written to DataDir/cluster.secret (kept when it exists)
+	// goes to every name server, broker and voter (docs/security.md).
+	// SecretFile names it for an operator's admin tools; ClientConfig does
+	// not carry it (applications need none).
+	Secure bool
 }
 
 // Cluster is a running multi-IDC cluster. Its methods are safe for
@@ -114,6 +122,9 @@ type Cluster struct {
 	dataDir string
 	tempDir bool
 	logger  *slog.Logger
+
+	// secret is the cluster secret with Options.Secure, else nil.
+	secret *member.Secret
 
 	mu     sync.Mutex
 	idcs   []*idcNode
@@ -183,6 +194,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, fmt.Errorf("devcluster: %w", err)
 		}
 		c.dataDir, c.tempDir = dir, true
+	}
+	if opts.Secure {
+		var err error
+		if c.secret, err = loadOrWriteSecret(c.SecretFile()); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("devcluster: %w", err)
+		}
 	}
 	for n := 1; n <= opts.IDCs; n++ {
 		c.idcs = append(c.idcs, &idcNode{n: n, name: IDCName(n), host: fmt.Sprintf("127.0.%d.1", n)})
@@ -385,6 +403,7 @@ func (c *Cluster) startNamesrvLocked(node *idcNode) error {
 	o.IDC = node.name
 	o.KVConfigPath = filepath.Join(c.dataDir, node.name, "namesrv", "kvConfig.json")
 	o.Logger = c.logger
+	o.ClusterSecret = c.secret
 	if c.opts.Namesrv != nil {
 		c.opts.Namesrv(node.n, &o)
 	}
@@ -457,6 +476,7 @@ func (c *Cluster) newBroker(node *idcNode, name string, id int64, listen, dataDi
 	o.BrokerID = id
 	o.DataDir = dataDir
 	o.Flush = c.opts.BrokerFlush
+	o.ClusterSecret = c.secret
 	if c.opts.Replication != "" {
 		o.Replication = c.opts.Replication
 	}
@@ -619,6 +639,25 @@ func (c *Cluster) ReplicaAddr(group int, id int64) string {
 		}
 	}
 	return ""
+}
+
+// SecretFile is the cluster secret's file (with Options.Secure): what an
+// operator's admin commands that change the cluster take as
+// --cluster-secret-file.
+func (c *Cluster) SecretFile() string { return filepath.Join(c.dataDir, "cluster.secret") }
+
+// Secure reports whether the cluster's members authenticate each other.
+func (c *Cluster) Secure() bool { return c.secret != nil }
+
+// loadOrWriteSecret reads the secret at path, or writes a new one there.
+func loadOrWriteSecret(path string) (*member.Secret, error) {
+	if _, err := os.Stat(path); err == nil {
+		return member.LoadSecret(path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	return member.WriteSecretFile(path)
 }
 
 // Replicas is how many copies each broker group keeps (1: none).

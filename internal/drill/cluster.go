@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/zonemq/zonemq/internal/member"
 )
 
 // Ports the drill's processes listen on; IDC n uses 127.0.n.1, so the same
@@ -46,7 +48,10 @@ func (i *idcProcs) addrsrvURL() string { return "http://" + i.addrsrv.addr }
 type cluster struct {
 	binary  string
 	workDir string
-	idcs    []*idcProcs
+	// secretFile is the cluster secret every server and the drill's
+	// admin tools use (docs/security.md): the drill runs authenticated.
+	secretFile string
+	idcs       []*idcProcs
 	// controllerAddrs are the voters' request addresses (IDC order) in
 	// controller mode; empty otherwise.
 	controllerAddrs []string
@@ -71,7 +76,15 @@ func loopbackIP(n int) string { return fmt.Sprintf("127.0.%d.1", n) }
 // ipOf gives IDC n's address (loopbackIP, or netns.Addr under --netns).
 func newCluster(binary, workDir string, l clusterLayout, ipOf func(int) string) (*cluster, error) {
 	n, replicas, portOffset := l.idcs, l.replicas, l.portOffset
-	c := &cluster{binary: binary, workDir: workDir}
+	c := &cluster{binary: binary, workDir: workDir, secretFile: filepath.Join(workDir, "cluster.secret")}
+	if err := os.MkdirAll(workDir, 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(c.secretFile); os.IsNotExist(err) {
+		if _, err := member.WriteSecretFile(c.secretFile); err != nil {
+			return nil, err
+		}
+	}
 	var namesrvs, raftPeers []string
 	for i := 1; i <= n; i++ {
 		ip := ipOf(i)
@@ -82,7 +95,7 @@ func newCluster(binary, workDir string, l clusterLayout, ipOf func(int) string) 
 		}
 	}
 	// groupArgs are the flags every member of a broker group shares.
-	var groupArgs []string
+	groupArgs := []string{"--cluster-secret-file", c.secretFile}
 	if replicas > 1 {
 		groupArgs = append(groupArgs, "--replication", "sync")
 	}
@@ -105,7 +118,7 @@ func newCluster(binary, workDir string, l clusterLayout, ipOf func(int) string) 
 			"--data", filepath.Join(dir, "broker"), "--addrsrv", "http://" + addrsrvAddr, "--flush", "sync"}
 		brokerArgs = append(brokerArgs, groupArgs...)
 		namesrvArgs := []string{"--listen", namesrvAddr, "--idc", name,
-			"--kv-config", filepath.Join(dir, "namesrv", "kvConfig.json")}
+			"--kv-config", filepath.Join(dir, "namesrv", "kvConfig.json"), "--cluster-secret-file", c.secretFile}
 		if l.controller {
 			namesrvArgs = append(namesrvArgs, controllerArgs(ip, name, dir, raftPeers, portOffset)...)
 		}

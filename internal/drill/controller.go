@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/controller"
+	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/ledger"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
@@ -39,8 +40,8 @@ type controllerView struct {
 	addrs  []string // every voter's request address, IDC order
 }
 
-func newControllerView(addrs []string) *controllerView {
-	return &controllerView{client: controller.NewClient(addrs), addrs: addrs}
+func newControllerView(addrs []string, secret *member.Secret) *controllerView {
+	return &controllerView{client: controller.NewClientWithOptions(addrs, controller.ClientOptions{ClusterSecret: secret}), addrs: addrs}
 }
 
 func (v *controllerView) close() { v.client.Close() }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/ledger"
+	"github.com/zonemq/zonemq/internal/member"
 )
 
 // Options configures a drill.
@@ -154,7 +155,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	network.attach(cl)
 	d := &drill{opts: opts, cluster: cl, network: network, progress: newProgress(opts.Progress, opts.Terminal)}
 	if opts.Controller {
-		d.ctl = newControllerView(cl.controllerAddrs)
+		secret, err := member.LoadSecret(cl.secretFile)
+		if err != nil {
+			return nil, err
+		}
+		d.ctl = newControllerView(cl.controllerAddrs, secret)
 		defer d.ctl.close()
 	}
 	defer d.progress.stop()

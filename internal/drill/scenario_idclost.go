@@ -70,7 +70,9 @@ func (d *drill) idcLostStep() step {
 // the broker of home (started empty) has copied the log, and switches the
 // group back to it.
 func (d *drill) giveGroupBack(ctx context.Context, group string, home, peer *idcProcs) error {
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: clientConfig(peer, d.opts.Logger)})
+	cc := clientConfig(peer, d.opts.Logger)
+	cc.ClusterSecretFile = d.cluster.secretFile // a promotion is a cluster-member request
+	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: cc})
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ type Secret struct {
 func ParseSecret(text string) (*Secret, error) {
 	text = strings.TrimSpace(text)
 	if len(text) < MinSecretLen {
-		return nil, fmt.Errorf("cluster secret: %d characters; at least %d are needed (zonemq cluster-secret makes one)", len(text), MinSecretLen)
+		return nil, fmt.Errorf("cluster secret: %d characters; at least %d are needed (zonemq cluster-secret --out FILE makes one)", len(text), MinSecretLen)
 	}
 	if strings.ContainsAny(text, "\r\n") {
 		return nil, errors.New("cluster secret: more than one line")
