@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/controller"
-	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/ledger"
+	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
