@@ -275,11 +275,14 @@ func pause(ctx context.Context, d time.Duration) bool {
 
 // withSwapHint adds a hint to err when the likely cause is an address
 // server given to --namesrv: an HTTP server never answers a remoting frame,
-// so the client only sees time-outs. It asks each --namesrv address for
+// so the client only sees time-outs or closed connections. It asks each --namesrv address for
 // /healthz (half a second at most) only after such a failure, so a real
 // name server never gets an HTTP request.
 func withSwapHint(cfg client.ClientConfig, err error) error {
-	if err == nil || len(cfg.AddrsrvURLs) > 0 || !strings.Contains(err.Error(), "timed out") {
+	if err == nil || len(cfg.AddrsrvURLs) > 0 {
+		return err
+	}
+	if msg := err.Error(); !strings.Contains(msg, "timed out") && !strings.Contains(msg, "connection closed") {
 		return err
 	}
 	hc := &http.Client{Timeout: 500 * time.Millisecond}

@@ -30,12 +30,14 @@ const exampleIDCs = 3
 // on 127.0.n.1, free ports, temporary data), start as real processes whose
 // traffic stays in each IDC.
 func TestCLIDeploymentExamples(t *testing.T) {
+	secret := exampleSecret(t)
 	for n := 1; n <= exampleIDCs; n++ {
-		dir := exampleDir(n)
+		dir := exampleConfDir(t, n, secret)
 		idcName := fmt.Sprintf("idc%d", n)
 
 		ns, _, err := parseNamesrvArgs([]string{"--config", dir + "namesrv.conf"}, io.Discard)
 		testutil.NoError(t, err, dir+"namesrv.conf")
+		testutil.True(t, ns.ClusterSecret != nil, "the example name server runs with the cluster secret")
 		testutil.Equal(t, ns.IDC, idcName)
 		testutil.Equal(t, ns.Listen, fmt.Sprintf("10.%d.0.11:9876", n))
 
@@ -50,6 +52,7 @@ func TestCLIDeploymentExamples(t *testing.T) {
 		testutil.Equal(t, ba.opts.BrokerName, "broker-"+idcName+"-a")
 		testutil.Equal(t, len(ba.opts.AddrsrvURLs), 2*exampleIDCs, "every IDC's address servers")
 		testutil.True(t, strings.HasPrefix(ba.opts.AddrsrvURLs[0], fmt.Sprintf("http://10.%d.0.", n)), "own IDC's address server first")
+		testutil.True(t, ba.opts.ClusterSecret != nil, "the example broker runs with the cluster secret")
 	}
 	for _, role := range []string{"namesrv", "addrsrv", "broker"} {
 		unit, err := os.ReadFile("../../contrib/systemd/zonemq-" + role + ".service")
@@ -63,7 +66,7 @@ func TestCLIDeploymentExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starting the example as processes")
 	}
-	addrsrvURLs := startExampleDeployment(t)
+	addrsrvURLs := startExampleDeployment(t, secret)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// As the operator's check in docs/operations.md: create a topic on every
@@ -127,6 +130,31 @@ func TestCLIDeploymentExamples(t *testing.T) {
 
 func exampleDir(n int) string { return fmt.Sprintf("../../contrib/idc%d.example/", n) }
 
+// exampleSecretPath is where the examples expect the cluster secret.
+const exampleSecretPath = "/etc/zonemq/cluster.secret"
+
+// exampleSecret writes a cluster secret for the examples to a temporary
+// file and returns its path.
+func exampleSecret(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cluster.secret")
+	testutil.Equal(t, cli(t, "cluster-secret", "--out", path).code, 0)
+	return path
+}
+
+// exampleConfDir copies IDC n's example configs to a temporary folder with
+// the cluster secret's path pointing at secret, and returns the folder.
+func exampleConfDir(t *testing.T, n int, secret string) string {
+	t.Helper()
+	dir := t.TempDir() + "/"
+	for _, role := range []string{"namesrv", "addrsrv", "broker"} {
+		raw, err := os.ReadFile(exampleDir(n) + role + ".conf")
+		testutil.NoError(t, err)
+		testutil.NoError(t, os.WriteFile(dir+role+".conf", []byte(strings.ReplaceAll(string(raw), exampleSecretPath, secret)), 0o644))
+	}
+	return dir
+}
+
 // exampleAddr matches the host addresses the examples use: 10.<idc>.0.<host>:<port>.
 var exampleAddr = regexp.MustCompile(`10\.([0-9])\.0\.([0-9]+):([0-9]+)`)
 
@@ -135,7 +163,7 @@ var exampleAddr = regexp.MustCompile(`10\.([0-9])\.0\.([0-9]+):([0-9]+)`)
 // address moved to a free port on 127.0.<idc>.1 and data in a temporary
 // folder, and stops them when t ends. It returns, per IDC, the address
 // server URLs its clients use (own IDC's first, as in the examples).
-func startExampleDeployment(t *testing.T) map[int][]string {
+func startExampleDeployment(t *testing.T, secret string) map[int][]string {
 	t.Helper()
 	moved := map[string]string{}
 	move := func(addr string) string {
@@ -158,6 +186,7 @@ func startExampleDeployment(t *testing.T) map[int][]string {
 			conf := exampleAddr.ReplaceAllStringFunc(string(raw), move)
 			dir := filepath.Join(work, fmt.Sprintf("idc%d", n))
 			conf = strings.ReplaceAll(conf, "/var/lib/zonemq", dir)
+			conf = strings.ReplaceAll(conf, exampleSecretPath, secret)
 			path := filepath.Join(dir, role+".conf")
 			testutil.NoError(t, os.MkdirAll(dir, 0o755))
 			testutil.NoError(t, os.WriteFile(path, []byte(conf), 0o644))
