@@ -253,7 +253,7 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 	}
 	if c.Secure() {
 		fmt.Fprintf(w, "\nThe servers authenticate each other with the cluster secret in %s. Admin commands that\n"+
-			"change the cluster (broker switch, kv put/delete, controller elect) need --cluster-secret-file %s.\n",
+			"change the cluster (broker switch, kv put/delete, topic delete, controller elect) need --cluster-secret-file %s.\n",
 			c.SecretFile(), c.SecretFile())
 	}
 	topic := o.topic

@@ -59,7 +59,9 @@ func orderedClientConfig(c *cluster, logger *slog.Logger) client.ClientConfig {
 // policy, then starts the consumer and the producer.
 func startOrdered(ctx context.Context, c *cluster, interval time.Duration, logger *slog.Logger) (*orderedWork, error) {
 	cfg := orderedClientConfig(c, logger)
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: cfg})
+	acfg := cfg
+	acfg.ClusterSecretFile = c.secretFile // ORDER_TOPIC_CONFIG is a KV write: a member request
+	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: acfg})
 	if err != nil {
 		return nil, err
 	}
