@@ -257,7 +257,7 @@ func (c *core) sign(req *remoting.Command) *remoting.Command {
 	maps.Copy(signed.ExtFields, req.ExtFields)
 	c.secret.Sign(signed.Code, signed.ExtFields, signed.Body, time.Now())
 	if c.cfg.AccessKey != "" {
-		acl.Sign(signed.ExtFields, signed.Body, c.cfg.AccessKey, c.cfg.SecretKey)
+		acl.Sign(signed.Code, signed.ExtFields, signed.Body, c.cfg.AccessKey, c.cfg.SecretKey, time.Now())
 	}
 	return &signed
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,7 +151,7 @@ func TestACLCheckAndReload(t *testing.T) {
 		for k, v := range ext {
 			e[k] = v
 		}
-		Sign(e, body, ak, sk)
+		Sign(10, e, body, ak, sk, time.Now())
 		return Request{Code: 10, Ext: e, Body: body, RemoteAddr: "127.0.0.1:5555",
 			Resources: []Resource{{Name: "topicB", Perm: Pub}}}
 	}
@@ -180,10 +181,10 @@ func TestACLCheckAndReload(t *testing.T) {
 	testutil.NoError(t, c.Check(r))
 	// A security token is accepted signed (Java) and unsigned (Go client).
 	e := map[string]string{"topic": "topicB", ExtSecurityToken: "tok"}
-	Sign(e, body, "RocketMQ", "12345678")
+	Sign(0, e, body, "RocketMQ", "12345678", time.Now())
 	testutil.NoError(t, c.Check(Request{Ext: e, Body: body, RemoteAddr: "127.0.0.1:1"}))
 	e = map[string]string{"topic": "topicB"}
-	Sign(e, body, "RocketMQ", "12345678")
+	Sign(0, e, body, "RocketMQ", "12345678", time.Now())
 	e[ExtSecurityToken] = "tok"
 	testutil.NoError(t, c.Check(Request{Ext: e, Body: body, RemoteAddr: "127.0.0.1:1"}))
 
@@ -233,7 +234,7 @@ func FuzzACLSignature(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string, body []byte, secret string) {
 		ext := map[string]string{k1: v1, k2: v2}
 		_ = c.Check(Request{Ext: ext, Body: body, RemoteAddr: "127.0.0.1:1"})
-		Sign(ext, body, "RocketMQ", "12345678")
+		Sign(0, ext, body, "RocketMQ", "12345678", time.Now())
 		if err := c.Check(Request{Ext: ext, Body: body, RemoteAddr: "127.0.0.1:1"}); err != nil {
 			t.Fatalf("signed request refused: %v (ext %q)", err, ext)
 		}
@@ -242,7 +243,7 @@ func FuzzACLSignature(f *testing.F) {
 			t.Fatalf("a changed body passed")
 		}
 		if secret != "12345678" {
-			Sign(ext, body, "RocketMQ", secret)
+			Sign(0, ext, body, "RocketMQ", secret, time.Now())
 			if secret != "" && c.Check(Request{Ext: ext, Body: body, RemoteAddr: "127.0.0.1:1"}) == nil {
 				t.Fatalf("signed with secret %q, passed", secret)
 			}
@@ -262,4 +263,40 @@ func TestACLContribExample(t *testing.T) {
 	testutil.True(t, app.allows(Resource{Name: "orders", Perm: Pub}), "appUser01 may send to orders")
 	testutil.True(t, !app.allows(Resource{Name: "other", Perm: Sub}), "appUser01 may not read other")
 	testutil.True(t, app.allows(Resource{Name: "billing", Group: true, Perm: Sub}), "appUser01 group billing")
+}
+
+// TestACLBindsCodeAndTime: zonemq's signers bind the request code and a
+// time into what the signature covers. A signature replayed as another
+// code, or after BindWindow, is refused; an admin request needs a binding,
+// so a stock (unbound) signature of a read cannot be replayed as a
+// deletion; non-admin requests still take stock clients' signatures.
+func TestACLBindsCodeAndTime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plain_acl.yml")
+	writeACL(t, path, "accounts:\n  - accessKey: adminKey01\n    secretKey: adminSecret01\n    admin: true\n")
+	c, err := Load(path, nil)
+	testutil.NoError(t, err)
+	const statsCode, deleteCode = 202, 215 // GET_TOPIC_STATS_INFO, DELETE_TOPIC_IN_BROKER
+	req := func(code int32, ext map[string]string, admin bool) Request {
+		return Request{Code: code, Ext: ext, RemoteAddr: "127.0.0.1:1", Admin: admin}
+	}
+	bound := map[string]string{"topic": "T"}
+	Sign(statsCode, bound, nil, "adminKey01", "adminSecret01", time.Now())
+	testutil.NoError(t, c.Check(req(statsCode, bound, false)), "the read it was made for")
+	err = c.Check(req(deleteCode, bound, true))
+	testutil.True(t, errors.Is(err, ErrDenied) && strings.Contains(err.Error(), "made for request code 202, not 215"), err)
+
+	stale := map[string]string{"topic": "T"}
+	Sign(statsCode, stale, nil, "adminKey01", "adminSecret01", time.Now().Add(-BindWindow-time.Second))
+	err = c.Check(req(statsCode, stale, false))
+	testutil.True(t, errors.Is(err, ErrDenied) && strings.Contains(err.Error(), "outside the"), err)
+
+	// A stock RocketMQ signature: the same content, no binding.
+	stock := map[string]string{"topic": "T", ExtAccessKey: "adminKey01"}
+	stock[ExtSignature] = signature(signedContent(stock, nil, ""), "adminSecret01")
+	testutil.NoError(t, c.Check(req(statsCode, stock, false)), "a stock client's read")
+	err = c.Check(req(deleteCode, stock, true))
+	testutil.True(t, errors.Is(err, ErrDenied) && strings.Contains(err.Error(), "binds no request code"), err)
+	boundDelete := map[string]string{"topic": "T"}
+	Sign(deleteCode, boundDelete, nil, "adminKey01", "adminSecret01", time.Now())
+	testutil.NoError(t, c.Check(req(deleteCode, boundDelete, true)), "a bound admin request")
 }

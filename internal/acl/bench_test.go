@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // BenchmarkACLCheckSend: the cost the ACL adds to one SEND_MESSAGE_V2
@@ -21,7 +22,7 @@ func BenchmarkACLCheckSend(b *testing.B) {
 	ext := map[string]string{"a": "pg", "b": "topicB", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "1733000000000",
 		"h": "0", "i": "KEYSk1\x01TAGSt\x02", "j": "0", "k": "false", "l": "0", "m": "false", "n": "broker-a"}
 	body := make([]byte, 1024)
-	Sign(ext, body, "RocketMQ", "12345678")
+	Sign(310, ext, body, "RocketMQ", "12345678", time.Now())
 	r := Request{Code: 310, Ext: ext, Body: body, RemoteAddr: "127.0.0.1:5555", Resources: []Resource{{Name: "topicB", Perm: Pub}}}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))

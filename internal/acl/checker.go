@@ -145,8 +145,18 @@ func (c *Checker) Check(r Request) error {
 	if !verifySignature(r.Ext, r.Body, acct.SecretKey) {
 		return fmt.Errorf("%w: the signature of request code %d does not match accessKey %q's secret key", ErrDenied, r.Code, ak)
 	}
+	bound, err := checkBinding(r.Code, r.Ext, time.Now())
+	if err != nil {
+		return err
+	}
 	if r.Admin && !acct.Admin {
 		return fmt.Errorf("%w: request code %d needs an admin account; accessKey %q is not admin", ErrDenied, r.Code, ak)
+	}
+	if r.Admin && !bound {
+		// A stock signature does not cover the code, so any signature
+		// of this account, seen once, would do for it.
+		return fmt.Errorf("%w: request code %d is an admin request and its signature binds no request code and time "+
+			"(%s, %s); send it with a zonemq admin tool or SDK, which bind them", ErrDenied, r.Code, ExtRequestCode, ExtRequestTime)
 	}
 	for _, res := range r.Resources {
 		if !acct.allows(res) {

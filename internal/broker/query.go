@@ -41,7 +41,14 @@ func (s *Server) handleQueryMessage(ctx context.Context, c *remoting.Conn, req *
 	}
 	var body []byte
 	for _, m := range ms {
-		body = protocol.AppendStoredMessage(body, m)
+		// The ACL checked SUB on h.Topic: never hand out a record of
+		// another topic, whatever the key index says.
+		if m.Topic == h.Topic {
+			body = protocol.AppendStoredMessage(body, m)
+		}
+	}
+	if len(body) == 0 {
+		return errorf(req, protocol.QueryNotFound, "no message of topic %s has key %s", h.Topic, h.Key)
 	}
 	rh := protocol.QueryMessageResponseHeader{IndexLastUpdatePhyoffset: s.store.CommitLogMaxOffset()}
 	return success(req, rh.Ext(), body)
@@ -64,6 +71,9 @@ func (s *Server) handleViewMessageByID(ctx context.Context, c *remoting.Conn, re
 	}
 	if err != nil {
 		return errorf(req, protocol.SystemError, "no message at commit-log offset %d on broker %s", h.Offset, s.opts.BrokerName)
+	}
+	if resp := s.checkRecordSub(c, req, m.Topic); resp != nil {
+		return resp
 	}
 	return success(req, nil, protocol.AppendStoredMessage(nil, m))
 }

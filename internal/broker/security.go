@@ -23,6 +23,9 @@ var adminCodes = map[protocol.RequestCode]bool{
 	protocol.ResetConsumerClientOffset:      true,
 	protocol.InvokeBrokerToResetOffset:      true,
 	protocol.WipeWritePermOfBroker:          true,
+	// RocketMQ's admin list has it too: a plain account could otherwise
+	// set diskMaxUsedSpaceRatio=1 and stop every send.
+	protocol.UpdateBrokerConfig: true,
 	// Replication between the brokers of a group: only brokers (with an
 	// admin account) may fetch a log, push metadata or move the master.
 	protocol.ReplicaHello:    true,
@@ -112,6 +115,22 @@ func (s *Server) checkACL(c *remoting.Conn, req *remoting.Command) *remoting.Com
 	return errorf(req, protocol.NoPermission, "%s", err.Error())
 }
 
+// checkRecordSub answers NO_PERMISSION unless the ACL is off or the
+// request's account may SUB topic: the topic of a record a request would
+// return or copy, which its header does not name (view by offset id, a
+// send-back by commit-log offset). A retry topic is checked as its group.
+func (s *Server) checkRecordSub(c *remoting.Conn, req *remoting.Command, topic string) *remoting.Command {
+	if s.acl == nil {
+		return nil
+	}
+	err := s.acl.Check(acl.Request{Code: req.Code, Ext: req.ExtMap(), Body: req.Body, RemoteAddr: c.RemoteAddr(),
+		Resources: []acl.Resource{{Name: topic, Perm: acl.Sub}}})
+	if err == nil {
+		return nil
+	}
+	return errorf(req, protocol.NoPermission, "%s (the record asked for belongs to topic %s)", err.Error(), topic)
+}
+
 // signRequest signs a request the broker sends (to name servers, to the
 // other brokers of its group, to the controller): the cluster secret's
 // member MAC first, then the ACL signature over everything, each when the
@@ -125,7 +144,7 @@ func (s *Server) signRequest(req *remoting.Command) *remoting.Command {
 	}
 	s.opts.ClusterSecret.Sign(req.Code, req.ExtFields, req.Body, time.Now())
 	if s.opts.AccessKey != "" {
-		acl.Sign(req.ExtFields, req.Body, s.opts.AccessKey, s.opts.SecretKey)
+		acl.Sign(req.Code, req.ExtFields, req.Body, s.opts.AccessKey, s.opts.SecretKey, time.Now())
 	}
 	return req
 }

@@ -68,7 +68,7 @@ func signedInvoke(t *testing.T, c *remoting.Client, addr string, code protocol.R
 	if ext == nil {
 		ext = map[string]string{}
 	}
-	acl.Sign(ext, body, ak, sk)
+	acl.Sign(int32(code), ext, body, ak, sk, time.Now())
 	return invoke(t, c, addr, code, ext, body)
 }
 

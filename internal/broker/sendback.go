@@ -84,6 +84,11 @@ func (s *Server) handleConsumerSendMsgBack(ctx context.Context, c *remoting.Conn
 		s.logger.Warn("CONSUMER_SEND_MSG_BACK for an unreadable offset", "group", h.Group, "offset", h.Offset, "peer", c.RemoteAddr(), "err", err)
 		return errorf(req, protocol.SystemError, "look message by offset failed: no message at commit-log offset %d on broker %s", h.Offset, s.opts.BrokerName)
 	}
+	// The copy lands in the caller's retry topic, readable by the caller:
+	// it must be allowed to read the original.
+	if resp := s.checkRecordSub(c, req, orig.Topic); resp != nil {
+		return resp
+	}
 	maxTimes := int32(group.RetryMaxTimes)
 	if h.HasMaxReconsumeTimes {
 		maxTimes = h.MaxReconsumeTimes

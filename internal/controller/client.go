@@ -62,7 +62,7 @@ func (c *Client) request(code protocol.RequestCode, ext map[string]string) *remo
 	}
 	c.opts.ClusterSecret.Sign(req.Code, req.ExtFields, req.Body, time.Now())
 	if c.opts.AccessKey != "" {
-		acl.Sign(req.ExtFields, req.Body, c.opts.AccessKey, c.opts.SecretKey)
+		acl.Sign(req.Code, req.ExtFields, req.Body, c.opts.AccessKey, c.opts.SecretKey, time.Now())
 	}
 	return req
 }

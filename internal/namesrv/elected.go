@@ -123,7 +123,7 @@ func (ec *electedChecks) confirm(ctx context.Context, brokerName, addr string, e
 	for _, voter := range ec.addrs {
 		req := remoting.NewRequest(int32(protocol.ControllerGetStatus), map[string]string{}, nil)
 		if ec.accessKey != "" {
-			acl.Sign(req.ExtFields, req.Body, ec.accessKey, ec.secretKey)
+			acl.Sign(req.Code, req.ExtFields, req.Body, ec.accessKey, ec.secretKey, time.Now())
 		}
 		resp, err := ec.client.Invoke(ctx, voter, req)
 		if err != nil {
