@@ -88,19 +88,21 @@ type Server struct {
 	addr      string         // advertised "ip:port"
 	storeHost netip.AddrPort // the same, stamped into every record
 
-	topics    *topicTable
-	groups    *subscriptionGroupTable
-	registry  *clientRegistry
-	pulls     *pullHolder
-	namesrvs  *registrar
-	acl       *acl.Checker // nil: ACL off
-	notifyCh  chan string  // consumer groups whose membership changed
-	gate      gate
-	bootTime  time.Time
-	putCount  atomic.Int64
-	pullCount atomic.Int64
-	metrics   *brokerMetrics    // metrics.go
-	metricsEP *metrics.Endpoint // --metrics-listen; nil when unset
+	topics   *topicTable
+	groups   *subscriptionGroupTable
+	registry *clientRegistry
+	pulls    *pullHolder
+	// pullGatesMu guards making a connection's pull gate (pullgate.go).
+	pullGatesMu sync.Mutex
+	namesrvs    *registrar
+	acl         *acl.Checker // nil: ACL off
+	notifyCh    chan string  // consumer groups whose membership changed
+	gate        gate
+	bootTime    time.Time
+	putCount    atomic.Int64
+	pullCount   atomic.Int64
+	metrics     *brokerMetrics    // metrics.go
+	metricsEP   *metrics.Endpoint // --metrics-listen; nil when unset
 
 	// repl is the broker's part in its group: role, epochs, replicas
 	// (replication*.go). writesInFlight counts puts between the role check

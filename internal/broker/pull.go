@@ -37,6 +37,11 @@ func (s *Server) handlePullMessage(ctx context.Context, c *remoting.Conn, req *r
 		return badHeader(req, err)
 	}
 	s.pullCount.Add(1)
+	gate, ok := s.enterPullGate(c)
+	if !ok {
+		return nil // the connection closed while it waited
+	}
+	defer gate.leave()
 	return s.servePull(p, true, true)
 }
 

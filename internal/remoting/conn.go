@@ -222,6 +222,20 @@ func (c *Conn) readLoop() {
 			if c.idleTimeout > 0 && c.reader.Buffered() == 0 {
 				c.netConn.SetReadDeadline(time.Now().Add(c.idleTimeout))
 			}
+		} else if c.maxUnsent > 0 && c.UnsentBytes() > c.maxUnsent {
+			// Frames are buffered, but the peer has not read what it was
+			// sent: answer nothing more until it does, however many
+			// requests it pipelined in one write (issue 22: 150 pulls in
+			// one write took a broker to 5.4 GB).
+			c.endBatch()
+			c.tellAnswered()
+			if err = c.flush(false); err != nil {
+				break
+			}
+			if !c.waitUnsentBelow(c.maxUnsent) {
+				err = ErrConnClosed
+				break
+			}
 		}
 		var cmd *Command
 		cmd, err = c.readFrame()

@@ -176,6 +176,11 @@ func (c *Conn) flushRounds(rounds int) error {
 	return nil
 }
 
+// WaitUnsentBelow blocks while more than limit bytes are unsent (limit ≤ 0:
+// never): a handler about to build a large answer waits here for a peer
+// that does not read. It reports false once the connection has failed.
+func (c *Conn) WaitUnsentBelow(limit int) bool { return c.waitUnsentBelow(limit) }
+
 // waitUnsentBelow blocks while more than limit bytes are unsent (limit ≤ 0:
 // never). It reports false once the connection has failed.
 func (c *Conn) waitUnsentBelow(limit int) bool {
