@@ -30,7 +30,7 @@ func (s *Server) handleQueryMessage(ctx context.Context, c *remoting.Conn, req *
 	ms, err := s.store.QueryByKey(h.Topic, h.Key, n, h.BeginTimestamp, h.EndTimestamp)
 	if errors.Is(err, store.ErrCorruptRecord) {
 		return errorf(req, protocol.SystemError, "the message of topic %s with key %s is stored on broker %s but its bytes on disk are damaged "+
-			"(body CRC check failed); it is not served", h.Topic, h.Key, s.opts.BrokerName)
+			"(its checksum does not match its bytes); it is not served", h.Topic, h.Key, s.opts.BrokerName)
 	}
 	if err != nil {
 		s.logger.Warn("querying messages by key", "topic", h.Topic, "key", h.Key, "err", err)
@@ -67,7 +67,7 @@ func (s *Server) handleViewMessageByID(ctx context.Context, c *remoting.Conn, re
 	m, err := s.store.MessageAt(h.Offset)
 	if errors.Is(err, store.ErrCorruptRecord) {
 		return errorf(req, protocol.SystemError, "the message at commit-log offset %d on broker %s is damaged on disk "+
-			"(body CRC check failed); it is not served", h.Offset, s.opts.BrokerName)
+			"(its checksum does not match its bytes); it is not served", h.Offset, s.opts.BrokerName)
 	}
 	if err != nil {
 		return errorf(req, protocol.SystemError, "no message at commit-log offset %d on broker %s", h.Offset, s.opts.BrokerName)

@@ -143,9 +143,10 @@ const (
 	StoredOffsetBornTimestamp   = 40
 )
 
-// DecodeStoredMessage decodes the record at the start of b (v1 or v2 magic)
-// and returns it with its length. Body aliases b unless copyBody is set.
-// The body CRC is verified when verifyCRC is set.
+// DecodeStoredMessage decodes the record at the start of b (v1, v2 or
+// MessageMagicCRC magic) and returns it with its length. Body aliases b
+// unless copyBody is set. When verifyCRC is set the record's CRC32C is
+// verified (MessageMagicCRC), else its body CRC.
 func DecodeStoredMessage(b []byte, copyBody, verifyCRC bool) (*MessageExt, int, error) {
 	m := &MessageExt{}
 	n, err := DecodeStoredMessageInto(m, b, copyBody, verifyCRC)
@@ -165,7 +166,7 @@ func DecodeStoredMessageInto(m *MessageExt, b []byte, copyBody, verifyCRC bool) 
 	}
 	size := int(int32(binary.BigEndian.Uint32(b)))
 	magic := binary.BigEndian.Uint32(b[4:])
-	if magic != MessageMagicV1 && magic != MessageMagicV2 {
+	if !IsStoredMagic(magic) {
 		return 0, fmt.Errorf("protocol: bad stored-message magic %#x", magic)
 	}
 	if size < storedFixedV4Len || size > len(b) {
@@ -174,7 +175,14 @@ func DecodeStoredMessageInto(m *MessageExt, b []byte, copyBody, verifyCRC bool) 
 		}
 		return 0, fmt.Errorf("protocol: stored-message size %d is invalid", size)
 	}
-	r := reader{b: b[:size], off: 8}
+	fields := size // where the fields end: before the CRC32C trailer, if any
+	if magic == MessageMagicCRC {
+		if size < storedFixedV4Len+recordCRCLen {
+			return 0, fmt.Errorf("protocol: stored-message size %d is invalid", size)
+		}
+		fields -= recordCRCLen
+	}
+	r := reader{b: b[:fields], off: 8}
 	*m = MessageExt{StoreSize: int32(size)}
 	m.BodyCRC = r.u32()
 	m.QueueID = int32(r.u32())
@@ -206,10 +214,16 @@ func DecodeStoredMessageInto(m *MessageExt, b []byte, copyBody, verifyCRC bool) 
 	if r.err != nil {
 		return 0, fmt.Errorf("protocol: stored message at size %d: %w", size, r.err)
 	}
-	if r.off != size {
-		return 0, fmt.Errorf("protocol: stored message declares %d bytes but its fields take %d", size, r.off)
+	if r.off != fields {
+		return 0, fmt.Errorf("protocol: stored message declares %d bytes but its fields take %d", size, r.off+size-fields)
 	}
-	if verifyCRC && crc32.ChecksumIEEE(body)&0x7FFFFFFF != m.BodyCRC {
+	switch {
+	case !verifyCRC:
+	case magic == MessageMagicCRC:
+		if RecordCRC(b[:size]) != binary.BigEndian.Uint32(b[fields:]) {
+			return 0, fmt.Errorf("%w at commit-log offset %d", ErrRecordCRC, m.CommitLogOffset)
+		}
+	case crc32.ChecksumIEEE(body)&0x7FFFFFFF != m.BodyCRC:
 		return 0, fmt.Errorf("%w at commit-log offset %d", ErrBodyCRC, m.CommitLogOffset)
 	}
 	if copyBody {

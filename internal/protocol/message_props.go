@@ -6,7 +6,7 @@ import (
 )
 
 // StoredProperties returns the properties string of the stored record at
-// the start of b (v1 or v2 magic) without decoding the other fields: for
+// the start of b (any stored magic) without decoding the other fields: for
 // the broker's SQL92 filter, which reads the properties of every record it
 // examines and nothing else.
 func StoredProperties(b []byte) (string, error) {
@@ -15,11 +15,14 @@ func StoredProperties(b []byte) (string, error) {
 	}
 	size := int(int32(binary.BigEndian.Uint32(b)))
 	magic := binary.BigEndian.Uint32(b[4:])
-	if magic != MessageMagicV1 && magic != MessageMagicV2 {
+	if !IsStoredMagic(magic) {
 		return "", fmt.Errorf("protocol: bad stored-message magic %#x", magic)
 	}
 	if size < storedFixedV4Len || size > len(b) {
 		return "", fmt.Errorf("protocol: stored-message size %d is invalid for %d bytes", size, len(b))
+	}
+	if magic == MessageMagicCRC {
+		size -= recordCRCLen // the fields end before the CRC32C trailer
 	}
 	r := reader{b: b[:size], off: StoredOffsetSysFlag}
 	sysFlag := int32(r.u32())

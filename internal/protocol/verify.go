@@ -11,22 +11,27 @@ import (
 // does not match its BODYCRC: the bytes were damaged after they were written.
 var ErrBodyCRC = errors.New("protocol: stored message body CRC mismatch")
 
-// VerifyStoredRecord checks that b is exactly one stored record (v1 or v2
-// magic, TOTALSIZE == len(b), the body inside it) whose body matches its
-// BODYCRC. It reads only the fields it needs and allocates nothing, so read
-// paths can afford it on every record they serve. A CRC mismatch wraps
-// ErrBodyCRC.
+// VerifyStoredRecord checks that b is exactly one stored record (v1, v2 or
+// MessageMagicCRC magic, TOTALSIZE == len(b), the body inside it). A record
+// with the CRC32C trailer must also have its fields fill it exactly and
+// match its CRC32C, which covers every byte (a mismatch wraps ErrRecordCRC);
+// an older record has only its body checked against BODYCRC (a mismatch
+// wraps ErrBodyCRC). It reads only the fields it needs and allocates
+// nothing, so read paths can afford it on every record they serve.
 func VerifyStoredRecord(b []byte) error {
 	if len(b) < storedFixedV4Len {
 		return ErrShortRecord
 	}
 	size := int(int32(binary.BigEndian.Uint32(b)))
 	magic := binary.BigEndian.Uint32(b[4:])
-	if magic != MessageMagicV1 && magic != MessageMagicV2 {
+	if !IsStoredMagic(magic) {
 		return fmt.Errorf("protocol: bad stored-message magic %#x", magic)
 	}
 	if size != len(b) {
 		return fmt.Errorf("protocol: stored message declares %d bytes where %d were read", size, len(b))
+	}
+	if magic == MessageMagicCRC {
+		return verifyRecordCRC(b)
 	}
 	sysFlag := int32(binary.BigEndian.Uint32(b[StoredOffsetSysFlag:]))
 	pos := StoredOffsetBornTimestamp + 8 + hostLen(sysFlag&SysFlagBornHostV6 != 0) +
@@ -52,4 +57,33 @@ func hostLen(v6 bool) int {
 		return 16 + 4
 	}
 	return 4 + 4
+}
+
+// verifyRecordCRC checks a MessageMagicCRC record of len(b) bytes: its
+// variable fields end exactly at the trailer and its CRC32C matches. The
+// body CRC is not checked again: the CRC32C covers the body and BODYCRC.
+func verifyRecordCRC(b []byte) error {
+	size := len(b)
+	if size < storedFixedV4Len+recordCRCLen {
+		return ErrShortRecord
+	}
+	end := size - recordCRCLen
+	sysFlag := int32(binary.BigEndian.Uint32(b[StoredOffsetSysFlag:]))
+	pos := StoredOffsetBornTimestamp + 8 + hostLen(sysFlag&SysFlagBornHostV6 != 0) +
+		8 + hostLen(sysFlag&SysFlagStoreHostV6 != 0) + 4 + 8
+	fits := false
+	if pos+4 <= end {
+		pos += 4 + int(int32(binary.BigEndian.Uint32(b[pos:]))) // body
+		if pos >= StoredOffsetBornTimestamp && pos+1 <= end {
+			pos += 1 + int(b[pos]) // topic
+			if pos+2 <= end {
+				pos += 2 + int(binary.BigEndian.Uint16(b[pos:])) // properties
+				fits = pos == end
+			}
+		}
+	}
+	if !fits || RecordCRC(b) != binary.BigEndian.Uint32(b[end:]) {
+		return fmt.Errorf("%w at commit-log offset %d", ErrRecordCRC, int64(binary.BigEndian.Uint64(b[StoredOffsetCommitLogOffset:])))
+	}
+	return nil
 }

@@ -61,7 +61,7 @@ func TestCommitLogRecordMustFitSegment(t *testing.T) {
 	testutil.ErrorIs(t, err, ErrMessageTooLarge)
 	// The largest record that fits: segment minus marker.
 	m := newMsg("T", 0, "", nil)
-	m.Body = make([]byte, int(o.SegmentSize)-blankMarkerLen-m.StoredSize())
+	m.Body = make([]byte, int(o.SegmentSize)-blankMarkerLen-m.RecordSize())
 	mustPut(t, s, newMsg("T", 0, "small first", nil))
 	res := mustPut(t, s, m)
 	testutil.Equal(t, res.CommitLogOffset, o.SegmentSize, "rolled to a fresh segment")

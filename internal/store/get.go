@@ -124,26 +124,39 @@ scan:
 // back to back into buf (grown if too small), verifying each. A corrupt
 // record ends the batch before it, so the consumer's next pull starts at it
 // again; when it is the first, res says MessageCorrupt.
+//
+// The records handed out are in the v1 format clients decode: each one's
+// CRC32C trailer is cut off once verified (protocol.StripRecordCRC) and the
+// records are moved down to stay back to back in the buffer, so the buffer
+// is still the pull body as it is (one memmove of the batch).
 func (s *Store) takeVerified(res *GetResult, q *consumeQueue, from int64, picked []cqEntry, buf []byte) {
 	block, recs := s.readRecords(buf, picked)
-	res.block = block
-	n := 0 // verified records, compacted in place: no second slice
+	n := 0       // verified records, compacted in place: no second slice
+	r, w := 0, 0 // where the record was read in block, where it goes
 	for i, rec := range recs {
+		at := r
+		r += int(picked[i].size) // readRecords leaves the room of a record it could not read
 		if rec == nil {
 			continue // deleted under us
 		}
 		if err := verifyRecord(rec, picked[i].phys); err != nil {
-			at := q.offsetOf(from, res.NextBeginOffset, picked[i].phys)
-			s.reportCorrupt("pull", q.topic, q.queueID, at, picked[i].phys, err)
-			res.NextBeginOffset = at
+			qoff := q.offsetOf(from, res.NextBeginOffset, picked[i].phys)
+			s.reportCorrupt("pull", q.topic, q.queueID, qoff, picked[i].phys, err)
+			res.NextBeginOffset = qoff
 			if n == 0 {
 				res.Status, res.CorruptOffset = MessageCorrupt, picked[i].phys
 			}
 			break
 		}
-		recs[n] = rec
+		rec = protocol.StripRecordCRC(rec)
+		if at != w {
+			copy(block[w:], rec)
+		}
+		recs[n] = block[w : w+len(rec) : w+len(rec)]
+		w += len(rec)
 		n++
 	}
+	res.block = block[:w]
 	if n > 0 {
 		res.Messages = recs[:n]
 	} else if res.Status != MessageCorrupt {
@@ -270,8 +283,8 @@ func (s *Store) OffsetByTimestamp(topic string, queueID int32, ts int64) int64 {
 	return lo
 }
 
-// MessageAt decodes the record starting at commitLogOffset (a copy; the body
-// CRC is verified). It fails with ErrNotFound if no record starts there.
+// MessageAt decodes the record starting at commitLogOffset (a copy; its
+// CRC32C, or an old record's body CRC, is verified). It fails with ErrNotFound if no record starts there.
 func (s *Store) MessageAt(commitLogOffset int64) (*protocol.MessageExt, error) {
 	var hdr [8]byte
 	if err := s.cl.readInto(hdr[:], commitLogOffset); err != nil {
@@ -279,7 +292,7 @@ func (s *Store) MessageAt(commitLogOffset int64) (*protocol.MessageExt, error) {
 	}
 	size := int32(binary.BigEndian.Uint32(hdr[:]))
 	magic := binary.BigEndian.Uint32(hdr[4:])
-	if (magic != protocol.MessageMagicV1 && magic != protocol.MessageMagicV2) || size <= 8 {
+	if !protocol.IsStoredMagic(magic) || size <= 8 {
 		return nil, fmt.Errorf("%w: no record starts at commit-log offset %d", ErrNotFound, commitLogOffset)
 	}
 	rec, err := s.cl.read(commitLogOffset, int(size))

@@ -31,7 +31,8 @@ type pendingRecord struct {
 // PutMessage appends m. It assigns m.QueueOffset (the next offset of
 // m.Topic/m.QueueID), m.CommitLogOffset, m.StoreTimestamp (now, ms; never
 // below the previous record's) and m.StoreHost, and encodes m with
-// protocol.AppendStoredMessage. In FlushSync mode it returns after the bytes
+// protocol.AppendStoredRecord (the v1 layout plus a CRC32C of the whole
+// record). In FlushSync mode it returns after the bytes
 // are fsynced, or with PutFlushDiskTimeout when that took longer than
 // Options.SyncFlushTimeout or ctx ended first (the message is stored either
 // way); ctx bounds only that wait. An error means nothing was stored.
@@ -107,14 +108,14 @@ func (s *Store) put(ctx context.Context, ms []*protocol.MessageExt) (PutResult, 
 			return PutResult{}, err
 		}
 		m.StoreHost = s.opts.StoreHost
-		total += m.StoredSize()
+		total += m.RecordSize()
 	}
 	if !s.cl.fits(total) {
 		return PutResult{}, fmt.Errorf("%w: %d bytes of records do not fit in a commit-log segment of %d bytes", ErrMessageTooLarge, total, s.opts.SegmentSize)
 	}
 
 	// Encode outside the lock; the offsets and the store time are patched in
-	// under it (the body CRC does not cover them).
+	// under it, and the record's CRC32C completed over them (SealStoredRecord).
 	bp := getPutBuffer(total)
 	defer putPutBuffer(bp)
 	buf := (*bp)[:0]
@@ -126,7 +127,7 @@ func (s *Store) put(ctx context.Context, ms []*protocol.MessageExt) (PutResult, 
 	for _, m := range ms {
 		m.QueueOffset, m.CommitLogOffset, m.StoreTimestamp = 0, 0, 0
 		start := len(buf)
-		buf = protocol.AppendStoredMessage(buf, m)
+		buf = protocol.AppendStoredRecord(buf, m)
 		tags, _ := protocol.Property(m.Properties, protocol.PropertyTags)
 		r := pendingRecord{off: start, size: len(buf) - start, tsOff: storeTimestampOffset(m.SysFlag), tags: protocol.TagsHashCode(tags)}
 		for _, k := range messageKeys(m.Properties) {
@@ -194,6 +195,7 @@ func (s *Store) appendLocked(topic string, queueID int32, buf []byte, recs []pen
 		binary.BigEndian.PutUint64(rec[protocol.StoredOffsetQueueOffset:], uint64(q0+int64(i)))
 		binary.BigEndian.PutUint64(rec[protocol.StoredOffsetCommitLogOffset:], uint64(phys))
 		binary.BigEndian.PutUint64(rec[r.tsOff:], uint64(ts))
+		protocol.SealStoredRecord(rec)
 		putCQEntry(entries[i*cqEntrySize:], cqEntry{phys: phys, size: int32(r.size), tags: r.tags})
 		keys = appendKeyEntries(keys, r.keyHashes, phys)
 	}

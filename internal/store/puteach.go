@@ -112,7 +112,7 @@ func (s *Store) appendEach(ms []*protocol.MessageExt, res []PutResult, errs []er
 				errs[next] = err
 				continue
 			}
-			size := m.StoredSize()
+			size := m.RecordSize()
 			if !s.cl.fits(size) {
 				errs[next] = fmt.Errorf("%w: a record of %d bytes does not fit in a commit-log segment of %d bytes", ErrMessageTooLarge, size, s.opts.SegmentSize)
 				continue
@@ -123,7 +123,7 @@ func (s *Store) appendEach(ms []*protocol.MessageExt, res []PutResult, errs []er
 			m.StoreHost = s.opts.StoreHost
 			m.QueueOffset, m.CommitLogOffset, m.StoreTimestamp = 0, 0, 0
 			off := len(buf)
-			buf = protocol.AppendStoredMessage(buf, m)
+			buf = protocol.AppendStoredRecord(buf, m)
 			tags, _ := protocol.Property(m.Properties, protocol.PropertyTags)
 			r := eachRecord{i: next, pendingRecord: pendingRecord{off: off, size: len(buf) - off, tsOff: storeTimestampOffset(m.SysFlag), tags: protocol.TagsHashCode(tags)}}
 			for _, k := range messageKeys(m.Properties) {
@@ -192,6 +192,7 @@ func (s *Store) appendEachLocked(ms []*protocol.MessageExt, buf []byte, recs []e
 		binary.BigEndian.PutUint64(rec[protocol.StoredOffsetQueueOffset:], uint64(r.q))
 		binary.BigEndian.PutUint64(rec[protocol.StoredOffsetCommitLogOffset:], uint64(phys))
 		binary.BigEndian.PutUint64(rec[r.tsOff:], uint64(ts))
+		protocol.SealStoredRecord(rec)
 		keys = appendKeyEntries(keys, r.keyHashes, phys)
 	}
 	if _, err := g.file.WriteAt(buf, base-g.start); err != nil {

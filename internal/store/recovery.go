@@ -342,7 +342,7 @@ func (r *recoveryScan) validRecordAt(g *segment, rel, fileSize int64) (*protocol
 	}
 	total := int64(int32(binary.BigEndian.Uint32(hdr[:])))
 	magic := binary.BigEndian.Uint32(hdr[4:])
-	if (magic != protocol.MessageMagicV1 && magic != protocol.MessageMagicV2) || total < minRecordSize || rel+total > fileSize {
+	if !protocol.IsStoredMagic(magic) || total < minRecordSize || rel+total > fileSize {
 		return nil, false
 	}
 	buf := make([]byte, total)
@@ -356,8 +356,8 @@ func (r *recoveryScan) validRecordAt(g *segment, rel, fileSize int64) (*protocol
 	return m, true
 }
 
-// checkRecordFields checks what the body CRC does not cover but dispatch
-// relies on: a valid topic name and queue id.
+// checkRecordFields checks what an old record's body CRC does not cover
+// but dispatch relies on: a valid topic name and queue id.
 func checkRecordFields(m *protocol.MessageExt) error {
 	if err := protocol.ValidateTopic(m.Topic); err != nil {
 		return fmt.Errorf("record has an invalid topic: %v", err)
@@ -417,7 +417,7 @@ func (r *recoveryScan) scan(start int64) (int64, error) {
 				}
 				break // on to the next segment
 			}
-			if magic != protocol.MessageMagicV1 && magic != protocol.MessageMagicV2 {
+			if !protocol.IsStoredMagic(magic) {
 				return r.bad(i, rel, fmt.Sprintf("bad magic code %#08x", magic))
 			}
 			if total < minRecordSize || rel+total+blankMarkerLen > g.size {
@@ -434,7 +434,7 @@ func (r *recoveryScan) scan(start int64) (int64, error) {
 				return 0, fmt.Errorf("store: read %s: %w", g.path, err)
 			}
 			m, _, err := protocol.DecodeStoredMessage(rec, false, true)
-			if errors.Is(err, protocol.ErrBodyCRC) {
+			if errors.Is(err, protocol.ErrBodyCRC) || errors.Is(err, protocol.ErrRecordCRC) {
 				return r.badCRC(i, rel, rec, err)
 			}
 			if err != nil {
@@ -443,8 +443,8 @@ func (r *recoveryScan) scan(start int64) (int64, error) {
 			if m.CommitLogOffset != g.start+rel {
 				return r.bad(i, rel, fmt.Sprintf("record claims commit-log offset %d", m.CommitLogOffset))
 			}
-			// The CRC covers only the body; a damaged topic must not become
-			// a directory name.
+			// An old record's CRC covers only its body; a damaged topic
+			// must not become a directory name.
 			if err := checkRecordFields(m); err != nil {
 				return r.bad(i, rel, err.Error())
 			}
@@ -510,16 +510,37 @@ func (r *recoveryScan) bad(i int, rel int64, reason string) (int64, error) {
 }
 
 var (
-	magicV1 = binary.BigEndian.AppendUint32(nil, protocol.MessageMagicV1)
-	magicV2 = binary.BigEndian.AppendUint32(nil, protocol.MessageMagicV2)
+	magicV1  = binary.BigEndian.AppendUint32(nil, protocol.MessageMagicV1)
+	magicV2  = binary.BigEndian.AppendUint32(nil, protocol.MessageMagicV2)
+	magicCRC = binary.BigEndian.AppendUint32(nil, protocol.MessageMagicCRC)
 )
+
+// nextMagic returns the index in data of the first stored magic code at or
+// after k, -1 if there is none.
+func nextMagic(data []byte, k int) int {
+	found := -1
+	for j := k; j+4 <= len(data); j++ {
+		idx := bytes.Index(data[j:], magicV1[:3]) // shared by v1 and v2
+		if idx < 0 || j+idx+4 > len(data) {
+			break
+		}
+		j += idx
+		if c := data[j+3]; c == magicV1[3] || c == magicV2[3] {
+			found = j
+			break
+		}
+	}
+	if idx := bytes.Index(data[k:], magicCRC); idx >= 0 && (found < 0 || k+idx < found) {
+		found = k + idx
+	}
+	return found
+}
 
 // findValidAfter searches every byte after position rel of segment i, and
 // all later segments, for a fully valid record (magic, size, CRC and its own
 // offset). Its existence means the bad record is not a torn tail.
 func (r *recoveryScan) findValidAfter(i int, rel int64) (int64, bool, error) {
 	chunk := make([]byte, 1<<20)
-	prefix := magicV1[:3] // shared by both magic codes
 	for j := i; j < len(r.segs); j++ {
 		g := r.segs[j]
 		size, err := g.fileSize()
@@ -538,19 +559,14 @@ func (r *recoveryScan) findValidAfter(i int, rel int64) (int64, bool, error) {
 				return 0, false, fmt.Errorf("store: read %s: %w", g.path, err)
 			}
 			data := chunk[:n]
-			for k := 0; ; {
-				idx := bytes.Index(data[k:], prefix)
-				if idx < 0 || k+idx+4 > len(data) {
+			for k := 0; ; k++ {
+				if k = nextMagic(data, k); k < 0 {
 					break
 				}
-				k += idx
-				if c := data[k+3]; c == magicV1[3] || c == magicV2[3] {
-					p := base + int64(k) - 4
-					if _, ok := r.validRecordAt(g, p, size); ok {
-						return g.start + p, true, nil
-					}
+				p := base + int64(k) - 4
+				if _, ok := r.validRecordAt(g, p, size); ok {
+					return g.start + p, true, nil
 				}
-				k++
 			}
 			if n <= 3 {
 				break

@@ -7,7 +7,8 @@ import (
 )
 
 // badCRC handles a record at position rel of segment i that is complete and
-// well framed but whose body fails its CRC. Unlike a torn tail such a record
+// well framed but fails its CRC: its whole-record CRC32C, or for an old
+// record its body CRC. Unlike a torn tail such a record
 // was written whole — it may have been acknowledged, even fsynced — so
 // recovery drops it only when the operator said so
 // (Options.RecoverDropCorrupt); otherwise Open fails with ErrCorrupt and
@@ -31,7 +32,7 @@ func (r *recoveryScan) badCRC(i int, rel int64, rec []byte, crcErr error) (int64
 		durable = "below the flushed checkpoint, so it was fsynced and acknowledged"
 	}
 	what := fmt.Sprintf("the last commit-log record (offset %d, %d bytes, topic %q, queue %d, queue offset %d, file %s, position %d, %s) "+
-		"is complete but its body fails its CRC check: its bytes were damaged after they were written",
+		"is complete but fails its CRC check: its bytes were damaged after they were written",
 		at, len(rec), m.Topic, m.QueueID, m.QueueOffset, g.path, rel, durable)
 	if !s.opts.RecoverDropCorrupt {
 		return 0, fmt.Errorf("%w: %s. zonemq does not drop a whole record by itself: restore the file from a copy, "+

@@ -115,7 +115,7 @@ func TestStoreRecoveryTornTail(t *testing.T) {
 			m, _, err := protocol.DecodeStoredMessage(b[pos:], false, true)
 			testutil.NoError(t, err)
 			flipByte(t, path, pos+bodyOffsetV4+int64(len(m.Body))+1) // first topic byte
-		}, 49, true, false},
+		}, 49, true, true}, // the CRC32C covers the topic: a complete record that was damaged
 		{"size field of the last record wrong", func(t *testing.T, path string, pos, size int64) {
 			flipByte(t, path, pos+3)
 		}, 49, true, false},

@@ -26,7 +26,9 @@ var ErrLogMismatch = errors.New("store: replicated data does not continue the lo
 
 // ReadLog returns whole records of the commit log starting at physical
 // offset from, at most maxBytes of them (but always at least one record),
-// never crossing a segment end. A chunk may end with a segment's 8-byte
+// never crossing a segment end, each verified (verifyRecord): a chunk ends
+// before a corrupt record, and one that would start with it is an
+// ErrCorruptRecord error. A chunk may end with a segment's 8-byte
 // end-of-segment marker; the next record then starts at the next segment.
 // It returns nil when from is the write position.
 func (s *Store) ReadLog(from int64, maxBytes int) ([]byte, error) {
@@ -55,7 +57,7 @@ func (s *Store) ReadLog(from int64, maxBytes int) ([]byte, error) {
 		buf = buf[:k]
 		cut, need := wholeRecords(buf)
 		if cut > 0 {
-			return buf[:cut], nil
+			return s.verifiedPrefix(buf[:cut], from)
 		}
 		if need <= int64(len(buf)) || from+need > end {
 			return nil, fmt.Errorf("%w: no whole record at commit-log offset %d", ErrCorrupt, from)
@@ -63,6 +65,27 @@ func (s *Store) ReadLog(from int64, maxBytes int) ([]byte, error) {
 		// The first record is larger than maxBytes: read exactly it.
 		buf = make([]byte, need)
 	}
+}
+
+// verifiedPrefix returns the records of chunk (whole records read at
+// commit-log offset from) before the first that fails verifyRecord, which
+// is logged and counted as any corrupt read: a replica would refuse it, and
+// it must not become the replica's copy. A chunk starting with a corrupt
+// record is an ErrCorruptRecord error naming it.
+func (s *Store) verifiedPrefix(chunk []byte, from int64) ([]byte, error) {
+	pos := 0
+	for pos+8 <= len(chunk) && binary.BigEndian.Uint32(chunk[pos+4:]) != protocol.BlankMagicCode {
+		n := int(int32(binary.BigEndian.Uint32(chunk[pos:])))
+		if err := verifyRecord(chunk[pos:pos+n], from+int64(pos)); err != nil {
+			s.reportCorrupt("replication", "", -1, -1, from+int64(pos), err)
+			if pos == 0 {
+				return nil, err
+			}
+			return chunk[:pos], nil
+		}
+		pos += n
+	}
+	return chunk, nil
 }
 
 // wholeRecords returns the length of the longest prefix of b made of whole
@@ -118,7 +141,8 @@ func (s *Store) CommitLogFlushedOffset() int64 { return s.cl.flushedPos.Load() }
 
 // AppendReplicated writes data, a chunk from the master's ReadLog that
 // starts at physical offset from, at the same offsets, after checking every
-// record (size, magic, body CRC, its own offset and queue offset). It updates
+// record (size, magic, CRC32C or an old record's body CRC, its own offset and
+// queue offset). It updates
 // the consume queues and key index, wakes parked pulls and, in FlushSync
 // mode, fsyncs before returning. It returns the new end of the log. On error
 // nothing of the chunk is published.

@@ -91,10 +91,11 @@ func (s GetStatus) String() string {
 // GetResult is the answer of GetMessages.
 type GetResult struct {
 	Status GetStatus
-	// Messages are raw stored records, read back to back into one buffer
-	// (the caller's, with GetMessagesInto); each slice's capacity ends at
-	// its record, so appending to one never touches another. Their
-	// concatenation is a PULL_MESSAGE body (see Body).
+	// Messages are the stored records, verified and handed out in
+	// RocketMQ's v1 format (the store's CRC32C trailer cut off), back to
+	// back in one buffer (the caller's, with GetMessagesInto); each slice's
+	// capacity ends at its record, so appending to one never touches
+	// another. Their concatenation is a PULL_MESSAGE body (see Body).
 	Messages [][]byte
 	// NextBeginOffset is where the consumer continues; MinOffset and
 	// MaxOffset are the queue's bounds when the call ran.

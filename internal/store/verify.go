@@ -8,19 +8,20 @@ import (
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
-// ErrCorruptRecord means a record a read needed fails its checks (body CRC,
-// framing, or its own commit-log offset): its bytes were damaged on disk. It
+// ErrCorruptRecord means a record a read needed fails its checks (its
+// CRC32C or an old record's body CRC, framing, or its own commit-log offset): its bytes were damaged on disk. It
 // is never served; the store logs it at Error and counts it (CorruptRecords).
 var ErrCorruptRecord = errors.New("store: corrupt record")
 
 // verifyRecord checks a record read for commit-log offset phys: one record,
-// the right offset, a body that matches its CRC.
+// the right offset, bytes that match its CRC32C (an old record: a body that
+// matches its body CRC).
 func verifyRecord(rec []byte, phys int64) error {
 	if err := protocol.VerifyStoredRecord(rec); err != nil {
 		return fmt.Errorf("%w: commit-log offset %d: %w", ErrCorruptRecord, phys, err)
 	}
-	// The CRC covers only the body; a damaged offset field would make
-	// clients commit and look up the wrong place.
+	// An old record's CRC covers only its body; a damaged offset field
+	// would make clients commit and look up the wrong place.
 	if got := int64(binary.BigEndian.Uint64(rec[protocol.StoredOffsetCommitLogOffset:])); got != phys {
 		return fmt.Errorf("%w: the record at commit-log offset %d claims offset %d", ErrCorruptRecord, phys, got)
 	}
