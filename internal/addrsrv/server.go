@@ -85,6 +85,10 @@ func New(opts Options) (*Server, error) {
 	// The remoting sniffer works for HTTP too: a plain request starts with
 	// a method name, never with a TLS handshake byte.
 	ln = remoting.TLSListener(ln, tlsConfig, opts.TLSMode)
+	// Clients re-read the list every 5 s, some over keep-alive: cap the
+	// open connections inside the descriptor budget (an idle one closes
+	// after IdleTimeout below), so idle ones cannot exhaust it.
+	ln = metrics.LimitListener(ln, MaxHTTPConns)
 	timeout := opts.probeTimeout()
 	var probeDial func(ctx context.Context, network, addr string) (net.Conn, error)
 	if opts.ProbeTLS != nil {
@@ -124,7 +128,7 @@ func New(opts Options) (*Server, error) {
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
+		IdleTimeout:       30 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
@@ -134,6 +138,10 @@ func New(opts Options) (*Server, error) {
 	}
 	return s, nil
 }
+
+// MaxHTTPConns caps the address server's open HTTP connections; one more is
+// closed at once (metrics.LimitListener).
+const MaxHTTPConns = 4096
 
 // Addr is the HTTP address the server is bound to, "ip:port".
 func (s *Server) Addr() string { return s.listener.Addr().String() }

@@ -117,7 +117,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, logger: logger, listener: ln, admin: admin, tmpl: tmpl, adminToken: token,
 		poller: newPoller(opts, admin), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	s.snap = Snapshot{At: time.Now(), Addrsrvs: opts.AddrsrvURLs}
-	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second,
+	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	return s, nil
 }

@@ -49,19 +49,25 @@ func Listen(addr string, logger *slog.Logger, register func(prometheus.Registere
 		fmt.Fprintln(w, "zonemq metrics: GET /metrics (Prometheus text format)")
 	})
 	e := &Endpoint{
-		listener: ln,
-		server:   &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		done:     make(chan struct{}),
+		listener: LimitListener(ln, MaxScrapeConns),
+		server: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second, MaxHeaderBytes: 16 << 10},
+		done: make(chan struct{}),
 	}
 	go func() {
 		defer close(e.done)
-		if err := e.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := e.server.Serve(e.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("metrics endpoint stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
 	logger.Info("serving metrics", "addr", ln.Addr().String())
 	return e, nil
 }
+
+// MaxScrapeConns caps the open connections of a /metrics endpoint: a few
+// scrapers need a few; more are closed at once (see LimitListener), and an
+// idle one is closed after 30 s.
+const MaxScrapeConns = 64
 
 // Addr is the bound address ("ip:port"), or "" for a nil Endpoint.
 func (e *Endpoint) Addr() string {
