@@ -73,6 +73,10 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 			"empty keeps it in memory only (config-file alias: kvConfigPath)")
 	fs.IntVar(&opts.MaxFrameSize, "max-frame-size", 0,
 		"largest request frame accepted, in `bytes`; 0 means 16777216 (RocketMQ's)")
+	fs.IntVar(&opts.MaxTopicsPerBroker, "max-topics-per-broker", opts.MaxTopicsPerBroker,
+		"refuse a broker registration carrying more `topics` than this")
+	fs.IntVar(&opts.MaxTopicEntries, "max-topic-entries", opts.MaxTopicEntries,
+		"refuse a registration that would make all brokers' topics together more than this many `entries`")
 	fs.StringVar(&opts.ACLFile, "acl-file", "",
 		"plain_acl.yml `file` (RocketMQ ACL 1.0): check every request against it, re-read on change\n"+
 			"(default: none, ACL off; see docs/security.md)")

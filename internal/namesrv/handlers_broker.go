@@ -62,13 +62,23 @@ func (s *Server) handleRegisterBroker(_ context.Context, conn *remoting.Conn, re
 			return reply(req, protocol.SystemError, "crc32 not match")
 		}
 	}
-	reg, err := decodeRegisterBody(req.Body, h.Compressed)
+	reg, err := decodeRegisterBody(req.Body, h.Compressed, s.opts.MaxTopicsPerBroker)
+	if errors.Is(err, errTooManyTopics) {
+		s.logger.Warn("registration refused: too many topics", "brokerName", h.BrokerName, "brokerAddr", h.BrokerAddr,
+			"peer", conn.RemoteAddr(), "err", err)
+		return reply(req, protocol.SystemError, err.Error())
+	}
 	if err != nil {
 		s.logger.Warn("registration rejected: bad body", "brokerName", h.BrokerName, "brokerAddr", h.BrokerAddr,
 			"peer", conn.RemoteAddr(), "compressed", h.Compressed, "err", err)
 		return reply(req, protocol.InvalidParameter, "bad REGISTER_BROKER body: "+err.Error())
 	}
 	res, err := s.routes.registerBroker(&h, reg, conn, s.now())
+	if errors.Is(err, errTooManyTopics) {
+		s.logger.Warn("registration refused: the name server's topic entries are full", "brokerName", h.BrokerName,
+			"brokerAddr", h.BrokerAddr, "peer", conn.RemoteAddr(), "err", err)
+		return reply(req, protocol.SystemError, err.Error())
+	}
 	if errors.Is(err, errRegistrationHeld) {
 		s.logger.Warn("registration refused: the broker is live on another connection", "brokerName", h.BrokerName,
 			"brokerAddr", h.BrokerAddr, "brokerId", h.BrokerID, "zone", h.ZoneName, "peer", conn.RemoteAddr(), "err", err)

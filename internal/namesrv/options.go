@@ -47,6 +47,14 @@ type Options struct {
 	// MaxFrameSize caps an incoming frame in bytes; 0 means the remoting
 	// default (16 MiB, RocketMQ's).
 	MaxFrameSize int
+	// MaxTopicsPerBroker caps the topics one registration may carry;
+	// MaxTopicEntries the (broker, topic) pairs all registered brokers
+	// hold together. A registration over either is refused with a remark
+	// naming the limit, and the routes stay as they were (a flood of
+	// 600 k-topic registrations took a name server to 2.28 GB and
+	// dropped every broker). 0 means the defaults below.
+	MaxTopicsPerBroker int
+	MaxTopicEntries    int
 	// ClusterSecret authenticates cluster members to each other
 	// (internal/member, docs/security.md): with it, every member request
 	// must carry a valid member MAC. nil turns member authentication off,
@@ -90,13 +98,23 @@ type Options struct {
 }
 
 // NewOptions returns the default options (IDC still has to be set).
+// Default registration limits: 200 k topics per broker (RocketMQ's name
+// server breaks near 60–70 k, at its 16 MiB frame), 2 M topic entries in
+// all (200 brokers of 10 k topics).
+const (
+	DefaultMaxTopicsPerBroker = 200_000
+	DefaultMaxTopicEntries    = 2_000_000
+)
+
 func NewOptions() Options {
 	return Options{
-		Listen:       DefaultListen,
-		BrokerExpiry: DefaultBrokerExpiry,
-		ScanInterval: DefaultScanInterval,
-		ClientExpiry: DefaultClientExpiry,
-		KVConfigPath: DefaultKVConfigPath(),
+		MaxTopicsPerBroker: DefaultMaxTopicsPerBroker,
+		MaxTopicEntries:    DefaultMaxTopicEntries,
+		Listen:             DefaultListen,
+		BrokerExpiry:       DefaultBrokerExpiry,
+		ScanInterval:       DefaultScanInterval,
+		ClientExpiry:       DefaultClientExpiry,
+		KVConfigPath:       DefaultKVConfigPath(),
 	}
 }
 

@@ -35,19 +35,26 @@ func bodyCRC32(body []byte) int32 {
 // decodeRegisterBody parses a REGISTER_BROKER body: a RegisterBrokerBody
 // JSON, a bare TopicConfigSerializeWrapper JSON (brokers older than
 // RocketMQ 3.0.11), or with compressed set RocketMQ's zlib format.
-func decodeRegisterBody(body []byte, compressed bool) (*brokerRegistration, error) {
+//
+// maxTopics caps the topics it may carry (0: no cap): a compressed body
+// says its count before its lines, so an oversized one is refused before
+// anything is inflated or kept.
+func decodeRegisterBody(body []byte, compressed bool, maxTopics int) (*brokerRegistration, error) {
 	if len(body) == 0 {
 		return &brokerRegistration{topics: map[string]protocol.TopicConfig{}}, nil
 	}
 	var reg *brokerRegistration
 	var err error
 	if compressed {
-		reg, err = decodeCompressedRegisterBody(body)
+		reg, err = decodeCompressedRegisterBody(body, maxTopics)
 	} else {
 		reg, err = decodeJSONRegisterBody(body)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if maxTopics > 0 && len(reg.topics) > maxTopics {
+		return nil, tooManyTopics(len(reg.topics), maxTopics)
 	}
 	reg.hasBody = true
 	for name, tc := range reg.topics {
@@ -104,7 +111,7 @@ func namedTopics(in map[string]protocol.TopicConfig) map[string]protocol.TopicCo
 // filterType [attributesJSON]" line per topic; the filter-server list JSON;
 // then (RocketMQ ≥ 5) a count of static-topic mapping JSONs, which zonemq
 // reads past.
-func decodeCompressedRegisterBody(body []byte) (*brokerRegistration, error) {
+func decodeCompressedRegisterBody(body []byte, maxTopics int) (*brokerRegistration, error) {
 	zr, err := zlib.NewReader(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("compressed body: %w", err)
@@ -117,6 +124,9 @@ func decodeCompressedRegisterBody(body []byte) (*brokerRegistration, error) {
 		return nil, fmt.Errorf("compressed body: data version: %w", err)
 	}
 	count := r.int32("topic count")
+	if maxTopics > 0 && int(count) > maxTopics {
+		return nil, tooManyTopics(int(count), maxTopics)
+	}
 	for i := int32(0); i < count && r.err == nil; i++ {
 		line := r.item("topic config")
 		if r.err != nil {
@@ -149,6 +159,14 @@ func decodeCompressedRegisterBody(body []byte) (*brokerRegistration, error) {
 		return nil, fmt.Errorf("compressed body: %w", r.err)
 	}
 	return reg, nil
+}
+
+// errTooManyTopics wraps a registration refused for its size.
+var errTooManyTopics = errors.New("registration too large")
+
+func tooManyTopics(n, limit int) error {
+	return fmt.Errorf("%w: it carries %d topics; this name server takes at most %d per broker "+
+		"(--max-topics-per-broker; delete unused topics, or spread them over more brokers)", errTooManyTopics, n, limit)
 }
 
 // parseTopicConfigLine parses RocketMQ's TopicConfig.encode() text. The

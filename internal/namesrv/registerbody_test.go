@@ -15,7 +15,7 @@ func FuzzNamesrvDecodeRegisterBody(f *testing.F) {
 	f.Add(compressedBody(nil, protocol.DataVersion{Counter: 2}, []string{"T 1 1 6 SINGLE_TAG {}"}, `[]`, true), true)
 	f.Add([]byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01}, true)
 	f.Fuzz(func(t *testing.T, body []byte, compressed bool) {
-		reg, err := decodeRegisterBody(body, compressed)
+		reg, err := decodeRegisterBody(body, compressed, 0)
 		if err != nil {
 			return
 		}

@@ -43,6 +43,11 @@ type brokerLive struct {
 // is guarded by it (see the package comment).
 type routeTable struct {
 	defaultExpiry time.Duration
+	// maxEntries caps the (broker, topic) pairs of all brokers (0: none);
+	// topicCounts is each broker name's topic count toward it.
+	maxEntries  int
+	topicCounts map[string]int
+	entries     int
 
 	mu sync.RWMutex
 	// topicQueueTable: topic → brokerName → that broker's queues of it.
@@ -63,9 +68,11 @@ type routeTable struct {
 	claims map[*remoting.Conn]slotClaim
 }
 
-func newRouteTable(defaultExpiry time.Duration) *routeTable {
+func newRouteTable(defaultExpiry time.Duration, maxEntries int) *routeTable {
 	return &routeTable{
 		defaultExpiry:     defaultExpiry,
+		maxEntries:        maxEntries,
+		topicCounts:       make(map[string]int),
 		topicQueueTable:   make(map[string]map[string]protocol.QueueData),
 		brokerAddrTable:   make(map[string]*protocol.BrokerData),
 		clusterAddrTable:  make(map[string]map[string]struct{}),
@@ -96,6 +103,12 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 	swapWith, err := t.checkRegisterOwnerLocked(h, conn, reg, now)
 	if err != nil {
 		return res, err
+	}
+	if reg.hasBody && t.maxEntries > 0 {
+		if n := t.entries - t.topicCounts[h.BrokerName] + len(reg.topics); n > t.maxEntries {
+			return res, fmt.Errorf("%w: with its %d topics the name server would hold %d topic entries of all brokers, over "+
+				"its limit of %d (--max-topic-entries)", errTooManyTopics, len(reg.topics), n, t.maxEntries)
+		}
 	}
 	res = t.applyRegistrationLocked(h, reg, conn, now)
 	if swapWith != nil {
@@ -212,6 +225,8 @@ func (t *routeTable) applyRegistrationLocked(h *protocol.RegisterBrokerRequestHe
 // full registration is the truth about which topics it hosts, so topics it
 // no longer lists lose its queues. Caller holds t.mu.
 func (t *routeTable) loadTopicsLocked(brokerName string, topics map[string]protocol.TopicConfig) {
+	t.entries += len(topics) - t.topicCounts[brokerName]
+	t.topicCounts[brokerName] = len(topics)
 	for topic, qmap := range t.topicQueueTable {
 		if _, ok := topics[topic]; ok {
 			continue
@@ -321,6 +336,8 @@ func (t *routeTable) removeBrokerAddrLocked(addr, brokerName, reason string) (re
 	}
 	rm.brokerRemoved = true
 	delete(t.brokerAddrTable, rm.brokerName)
+	t.entries -= t.topicCounts[rm.brokerName]
+	delete(t.topicCounts, rm.brokerName)
 	t.removeFromClusterLocked(bd.Cluster, rm.brokerName)
 	for topic, qmap := range t.topicQueueTable {
 		delete(qmap, rm.brokerName)

@@ -91,7 +91,7 @@ func New(opts Options) (*Server, error) {
 		logger:  logger,
 		now:     now,
 		rs:      rs,
-		routes:  newRouteTable(opts.BrokerExpiry),
+		routes:  newRouteTable(opts.BrokerExpiry, opts.MaxTopicEntries),
 		kv:      kv,
 		clients: newClientRegistry(),
 		acl:     checker,
