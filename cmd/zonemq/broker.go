@@ -150,6 +150,8 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 		"create a topic on its first send (config alias autoCreateTopicEnable)")
 	fs.IntVar(&opts.MaxMessageSize, "max-message-size", opts.MaxMessageSize,
 		"largest message body accepted, in `bytes` (config alias maxMessageSize)")
+	fs.IntVar(&opts.MaxTopics, "max-topics", broker.DefaultMaxTopics,
+		"refuse to create topics beyond this `count` (admin or auto-created); keep it within the name servers' --max-topics-per-broker")
 	fs.DurationVar(&opts.FileReservedTime, "file-reserved-time", opts.FileReservedTime,
 		"keep commit-log segments this long (config alias fileReservedTime, in hours)")
 	fs.Float64Var(&opts.DiskMaxUsedRatio, "disk-max-used-ratio", opts.DiskMaxUsedRatio,

@@ -71,8 +71,7 @@ func (s *Server) handleHeartBeat(ctx context.Context, c *remoting.Conn, req *rem
 		if cd.MessageModel != protocol.MessageModelBroadcast {
 			retry := newTopicConfig(protocol.RetryTopic(cd.GroupName), max(group.RetryQueueNums, 1), retryTopicPerm)
 			if _, created, err := s.topics.createIfAbsent(retry); err != nil {
-				s.logger.Error("creating a retry topic", "topic", retry.TopicName, "err", err)
-				return errorf(req, protocol.SystemError, "HEART_BEAT: creating topic %s failed", retry.TopicName)
+				return s.topicCreateError(req, retry.TopicName, err)
 			} else if created {
 				s.logger.Info("created retry topic", "topic", retry.TopicName)
 				s.topicsChanged()

@@ -69,6 +69,11 @@ type Options struct {
 	DefaultTopicQueueNums int
 	// MaxMessageSize is the largest message body accepted (4 MiB).
 	MaxMessageSize int
+	// MaxTopics caps the topics the broker holds (system topics
+	// included); creating one more, by an admin or by auto-creation, is
+	// refused with an error naming the limit. 0 means DefaultMaxTopics,
+	// the name servers' default per-broker registration limit.
+	MaxTopics int
 	// FileReservedTime is how long commit-log segments are kept (72 h).
 	FileReservedTime time.Duration
 	// DiskMaxUsedRatio is the disk usage above which sends are refused and

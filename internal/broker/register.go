@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -33,6 +34,8 @@ const (
 type registrar struct {
 	s      *Server
 	client *remoting.Client
+	// tooLargeAt is when tooLarge last logged (Unix ns).
+	tooLargeAt atomic.Int64
 
 	mu      sync.Mutex
 	peers   map[string]*namesrvPeer
@@ -328,14 +331,23 @@ func (p *namesrvPeer) setState(logger *slog.Logger, state string, err error) {
 // registerRequest builds a full REGISTER_BROKER with the current topic
 // table. The IDC travels as zoneName (and RocketMQ 5's __ZONE_NAME).
 func (r *registrar) registerRequest() *remoting.Command {
-	body, _ := json.Marshal(protocol.RegisterBrokerBody{
-		TopicConfigSerializeWrapper: r.s.topics.snapshot(),
-		FilterServerList:            []string{},
-	})
+	w := r.s.topics.snapshot()
+	body, _ := json.Marshal(protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: w, FilterServerList: []string{}})
+	compressed := false
+	if len(body) > compressRegistrationAbove {
+		// RocketMQ's compressed form: a tenth of the bytes or less, so
+		// many or long-named topics stay far inside the frame limit.
+		body, compressed = protocol.EncodeCompressedRegisterBody(w, nil), true
+	}
+	// The name servers' frame limit, RocketMQ's 16 MiB unless changed.
+	if limit := remoting.DefaultMaxFrameSize - 64<<10; len(body) > limit {
+		r.tooLarge(len(body), limit, len(w.TopicConfigTable))
+	}
 	o := r.s.opts
 	h := protocol.RegisterBrokerRequestHeader{
 		BrokerName: o.BrokerName, BrokerAddr: r.s.addr, ClusterName: o.Cluster, HAServerAddr: r.s.addr,
 		BrokerID: r.s.repl.regID.Load(), BodyCRC32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF), ZoneName: o.IDC,
+		Compressed: compressed,
 	}
 	if h.BrokerID == protocol.MasterID && r.s.repl.controllerMode() {
 		// Elected by the controller: name servers that know the
@@ -344,6 +356,23 @@ func (r *registrar) registerRequest() *remoting.Command {
 		h.MasterEpoch = r.s.repl.epoch()
 	}
 	return r.s.signRequest(remoting.NewRequest(int32(protocol.RegisterBroker), h.Ext(), body))
+}
+
+// compressRegistrationAbove is the JSON registration size above which the
+// compressed form is sent instead.
+const compressRegistrationAbove = 1 << 20
+
+// tooLarge logs, at most once a minute, that the registration cannot fit a
+// frame: the real cause, which the name servers' refusal would otherwise
+// leave to be guessed from a closed connection.
+func (r *registrar) tooLarge(size, limit, topics int) {
+	now := time.Now()
+	if last := r.tooLargeAt.Load(); last != 0 && now.Sub(time.Unix(0, last)) < time.Minute {
+		return
+	}
+	r.tooLargeAt.Store(now.UnixNano())
+	r.s.logger.Error("the registration is larger than a frame may be: the name servers will refuse it and this broker's "+
+		"routes will go stale; delete unused topics", "bytes", size, "limit", limit, "topics", topics)
 }
 
 // heartbeatRequest builds the light BROKER_HEARTBEAT.

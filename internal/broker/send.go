@@ -217,8 +217,7 @@ func (s *Server) autoCreateTopic(req *remoting.Command, h *protocol.SendMessageR
 		return cfg, resp
 	}
 	if err != nil {
-		s.logger.Error("auto-creating a topic", "topic", h.Topic, "err", err)
-		return cfg, errorf(req, protocol.SystemError, "creating topic %s failed", h.Topic)
+		return cfg, s.topicCreateError(req, h.Topic, err)
 	}
 	if created {
 		s.logger.Info("auto-created topic", "topic", h.Topic, "queues", cfg.WriteQueueNums, "producerGroup", h.ProducerGroup)

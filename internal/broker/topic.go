@@ -50,8 +50,7 @@ func (s *Server) handleUpdateAndCreateTopic(ctx context.Context, c *remoting.Con
 		return resp
 	}
 	if err != nil {
-		s.logger.Error("creating a topic", "topic", h.Topic, "err", err)
-		return errorf(req, protocol.SystemError, "creating topic %s failed", h.Topic)
+		return s.topicCreateError(req, h.Topic, err)
 	}
 	if changed {
 		s.logger.Info("topic created or updated", "topic", h.Topic, "read", cfg.ReadQueueNums, "write", cfg.WriteQueueNums, "perm", cfg.Perm, "peer", c.RemoteAddr())

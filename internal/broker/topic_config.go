@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
 )
 
@@ -29,6 +31,9 @@ type topicTable struct {
 	store  *store.Store
 	logger *slog.Logger
 
+	// max caps len(configs) for new topics (Options.MaxTopics).
+	max int
+
 	mu      sync.RWMutex
 	configs map[string]protocol.TopicConfig
 	version protocol.DataVersion
@@ -41,7 +46,10 @@ type topicTable struct {
 // has: TBW102 (the auto-create template; only while auto-creation is on) and
 // one named after the broker.
 func loadTopicTable(st *store.Store, logger *slog.Logger, opts Options) (*topicTable, error) {
-	t := &topicTable{store: st, logger: logger, configs: map[string]protocol.TopicConfig{}}
+	t := &topicTable{store: st, logger: logger, configs: map[string]protocol.TopicConfig{}, max: opts.MaxTopics}
+	if t.max <= 0 {
+		t.max = DefaultMaxTopics
+	}
 	var w protocol.TopicConfigSerializeWrapper
 	found, err := st.LoadMetadata(topicsMetadata, &w)
 	if err != nil {
@@ -137,6 +145,9 @@ func (t *topicTable) put(cfg protocol.TopicConfig) (bool, error) {
 	if ok && sameTopicConfig(old, cfg) {
 		return false, nil
 	}
+	if !ok && len(t.configs) >= t.max {
+		return false, t.fullError(cfg.TopicName)
+	}
 	t.configs[cfg.TopicName] = cfg
 	if err := t.commitLocked(cfg.TopicName); err != nil {
 		if ok {
@@ -160,12 +171,29 @@ func (t *topicTable) createIfAbsent(cfg protocol.TopicConfig) (protocol.TopicCon
 	if old, ok := t.configs[cfg.TopicName]; ok {
 		return old, false, nil
 	}
+	if len(t.configs) >= t.max {
+		return protocol.TopicConfig{}, false, t.fullError(cfg.TopicName)
+	}
 	t.configs[cfg.TopicName] = cfg
 	if err := t.commitLocked(cfg.TopicName); err != nil {
 		delete(t.configs, cfg.TopicName)
 		return protocol.TopicConfig{}, false, err
 	}
 	return cfg, true, nil
+}
+
+// DefaultMaxTopics is Options.MaxTopics' default, the name servers' default
+// per-broker registration limit (namesrv.DefaultMaxTopicsPerBroker): a
+// broker holding more could not register them all.
+const DefaultMaxTopics = 200_000
+
+// errTopicTableFull wraps a refused creation.
+var errTopicTableFull = errors.New("topic table full")
+
+// fullError says why topic cannot be created. Caller holds t.mu.
+func (t *topicTable) fullError(topic string) error {
+	return fmt.Errorf("%w: cannot create topic %s: this broker holds %d topics, its limit (--max-topics, the name "+
+		"servers' --max-topics-per-broker); delete unused topics first", errTopicTableFull, topic, len(t.configs))
 }
 
 // remove deletes a topic and reports whether it existed.
@@ -188,4 +216,16 @@ func sameTopicConfig(a, b protocol.TopicConfig) bool {
 	return a.TopicName == b.TopicName && a.ReadQueueNums == b.ReadQueueNums && a.WriteQueueNums == b.WriteQueueNums &&
 		a.Perm == b.Perm && a.TopicFilterType == b.TopicFilterType && a.TopicSysFlag == b.TopicSysFlag &&
 		a.Order == b.Order && maps.Equal(a.Attributes, b.Attributes)
+}
+
+// topicCreateError answers a failed topic creation: a full table says so
+// and names the limit (the client can act on it); any other failure (the
+// metadata write) is logged and answered without its paths.
+func (s *Server) topicCreateError(req *remoting.Command, topic string, err error) *remoting.Command {
+	if errors.Is(err, errTopicTableFull) {
+		s.logger.Warn("topic not created: the topic table is full", "topic", topic, "err", err)
+		return errorf(req, protocol.SystemError, "%v", err)
+	}
+	s.logger.Error("creating a topic", "topic", topic, "err", err)
+	return errorf(req, protocol.SystemError, "creating topic %s failed", topic)
 }
