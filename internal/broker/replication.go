@@ -195,6 +195,23 @@ func (r *replication) start(ctx context.Context) error {
 		if r.s.opts.BrokerID != protocol.MasterID && !ids[r.s.opts.BrokerID] {
 			id = r.s.opts.BrokerID
 		}
+		if other != "(none yet)" {
+			// A master gives up its role only to a successor its epoch
+			// history proves: a promoted replica carries this broker's
+			// epochs. A process that merely took the name (issue 22: a
+			// squatter made a restarting master demote itself for good)
+			// does not, and this broker stays master, refused by the name
+			// servers until that process goes.
+			if err := r.provenSuccessor(ctx, other, id); err != nil {
+				r.s.logger.Error("another broker claims this group's master slot but its epoch history does not show it "+
+					"succeeded this one; staying master (stop the other process, or switch the group explicitly)",
+					"claimant", other, "err", err)
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.startEpochLocked(nextEpoch(r.lastEpoch()))
+				return r.persistLocked()
+			}
+		}
 		r.s.logger.Warn("another broker of the group is master now; starting as its replica",
 			"master", other, "registeredId", id)
 		r.mu.Lock()
@@ -206,6 +223,51 @@ func (r *replication) start(ctx context.Context) error {
 	defer r.mu.Unlock()
 	r.startEpochLocked(nextEpoch(r.lastEpoch()))
 	return r.persistLocked()
+}
+
+// provenSuccessor asks the live master at addr, as a replica would (HELLO
+// on a connection of its own, closed after), for its epoch history, and
+// checks that following it would drop nothing its history does not prove
+// (checkTruncation).
+func (r *replication) provenSuccessor(ctx context.Context, addr string, id int64) error {
+	s := r.s
+	end := s.store.CommitLogMaxOffset()
+	history := r.epochs()
+	if end == 0 {
+		return nil // an empty log has nothing to lose
+	}
+	h := protocol.ReplicaHelloRequestHeader{BrokerName: s.opts.BrokerName, ReplicaID: id, ReplicaAddr: s.addr,
+		IDC: s.opts.IDC, LastEpoch: epochOf(history, end), LogEnd: end, SegmentSize: s.store.SegmentSize()}
+	po := remoting.ClientOptions{DialTimeout: s.opts.NamesrvTimeout, Logger: s.logger}
+	if s.opts.NamesrvTLS != nil {
+		po.Dial = remoting.TLSDialer(s.opts.NamesrvTLS, nil)
+	}
+	probe := remoting.NewClient(po)
+	defer probe.Close()
+	ictx, cancel := context.WithTimeout(ctx, 2*s.opts.NamesrvTimeout)
+	defer cancel()
+	resp, err := probe.Invoke(ictx, addr, s.signRequest(remoting.NewRequest(int32(protocol.ReplicaHello), h.Ext(), nil)))
+	if err != nil {
+		return err
+	}
+	if resp.Code != int32(protocol.Success) {
+		return &protocol.Error{Code: protocol.ResponseCode(resp.Code), Remark: resp.Remark}
+	}
+	var rh protocol.ReplicaHelloResponseHeader
+	if err := rh.SetExt(resp.ExtFields); err != nil {
+		return err
+	}
+	var theirs []protocol.EpochEntry
+	if err := json.Unmarshal(resp.Body, &theirs); err != nil {
+		return fmt.Errorf("its epoch history: %w", err)
+	}
+	if err := checkTruncation(history, end, rh, theirs); err != nil {
+		return err
+	}
+	if rh.Epoch <= epochOf(history, end) {
+		return fmt.Errorf("it is at epoch %d, not later than this broker's %d", rh.Epoch, epochOf(history, end))
+	}
+	return nil
 }
 
 // nextEpoch is the epoch of a master that starts on its own (a restart, a

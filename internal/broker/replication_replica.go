@@ -209,6 +209,13 @@ func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, er
 	if err := json.Unmarshal(resp.Body, &masterEpochs); err != nil {
 		return 0, fmt.Errorf("master's epoch history: %w", err)
 	}
+	if err := checkTruncation(history, end, rh, masterEpochs); err != nil {
+		// Keep the data: an operator decides (issue 22: a squatter's
+		// truncateTo=0 cut a master's log to nothing).
+		s.logger.Error("not following the master: it asks this broker to drop data its epoch history does not prove "+
+			"the group never acknowledged", "master", conn.RemoteAddr(), "err", err)
+		return 0, err
+	}
 	if rh.TruncateTo < end {
 		s.logger.Warn("dropping a log tail the group never acknowledged before following the master",
 			"from", rh.TruncateTo, "to", end, "bytes", end-rh.TruncateTo, "lastEpoch", h.LastEpoch, "masterEpoch", rh.Epoch)
@@ -409,4 +416,48 @@ func (r *registrar) addrList() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Sorted(maps.Keys(r.peers))
+}
+
+// checkTruncation checks a master's HELLO answer against this broker's own
+// log (its epoch history and end): a replica truncates only what the
+// master's epoch history proves the group never acknowledged. The master
+// must be at this broker's last epoch or later; for a truncation, at a
+// later one (a master of the same epoch whose log ends earlier lost
+// acknowledged data, and this broker holds it); the two histories must
+// agree on every epoch both hold; and truncateTo must be exactly where the
+// master's history says this broker's last epoch ended.
+func checkTruncation(mine []protocol.EpochEntry, end int64, rh protocol.ReplicaHelloResponseHeader, theirs []protocol.EpochEntry) error {
+	if end == 0 || len(mine) == 0 {
+		return nil // nothing to lose
+	}
+	last := epochOf(mine, end)
+	if rh.Epoch < last {
+		return fmt.Errorf("the master is at epoch %d, older than this broker's last epoch %d", rh.Epoch, last)
+	}
+	if n := len(theirs); n == 0 || theirs[n-1].Epoch != rh.Epoch || rh.LogEnd < theirs[n-1].StartOffset {
+		return fmt.Errorf("the master's epoch history %v does not end at its epoch %d and log end %d", theirs, rh.Epoch, rh.LogEnd)
+	}
+	starts := map[int64]int64{}
+	for _, e := range theirs {
+		starts[e.Epoch] = e.StartOffset
+	}
+	for _, e := range mine {
+		if st, ok := starts[e.Epoch]; ok && st != e.StartOffset {
+			return fmt.Errorf("epoch %d starts at %d here but at %d on the master: unrelated histories (a second process with this broker's name?)",
+				e.Epoch, e.StartOffset, st)
+		}
+	}
+	ended, covered := epochEnd(theirs, last, rh.LogEnd)
+	if !covered {
+		return fmt.Errorf("the master's history %v has no epoch up to this broker's last epoch %d: unrelated histories", theirs, last)
+	}
+	proven := min(end, ended)
+	if rh.TruncateTo != min(end, rh.TruncateTo) || rh.TruncateTo != proven {
+		return fmt.Errorf("the master asks to keep %d bytes, its history proves %d", rh.TruncateTo, proven)
+	}
+	if proven < end && rh.Epoch == last {
+		return fmt.Errorf("the master of this broker's own epoch %d ends at %d, before this broker's %d: it lost acknowledged data",
+			last, proven, end)
+	}
+	return nil
 }

@@ -1,0 +1,89 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// squatter is issue 22's impostor: a process at another address that
+// registers a broker group's master slot (id 0) and answers REPLICA_HELLO
+// with a newer epoch of its own and truncateTo=0.
+func squatter(t *testing.T, nsAddr, group string) string {
+	t.Helper()
+	srv, err := remoting.NewServer(remoting.ServerOptions{Listen: "127.0.9.9:0"})
+	testutil.NoError(t, err)
+	srv.Handle(int32(protocol.ReplicaHello), func(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+		epoch := time.Now().Unix() + 1000
+		resp := remoting.NewResponse(req, int32(protocol.Success), "")
+		resp.ExtFields = (&protocol.ReplicaHelloResponseHeader{Epoch: epoch, TruncateTo: 0, LogMin: 0, LogEnd: 0}).Ext()
+		resp.Body, _ = json.Marshal([]protocol.EpochEntry{{Epoch: epoch, StartOffset: 0}})
+		return resp
+	})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	t.Cleanup(func() { srv.Close(); <-done })
+	c := newRawClient(t)
+	h := protocol.RegisterBrokerRequestHeader{BrokerName: group, BrokerAddr: srv.Addr(), ClusterName: protocol.DefaultCluster,
+		BrokerID: 0, HeartbeatTimeoutMillis: 60_000, ZoneName: "idc9"}
+	expectCode(t, invoke(t, c, nsAddr, protocol.RegisterBroker, h.Ext(), nil), protocol.Success, "the squatter's registration")
+	return srv.Addr()
+}
+
+// TestMasterDoesNotStepDownToASquatter: a master restarts while another
+// process holds its group's master slot and answers as a master whose
+// history is not the group's. The master keeps its role and every byte of
+// its log. (Issue 22: it demoted itself for good, persisted
+// "master": false, and truncated its commit log to 0 bytes.)
+func TestMasterDoesNotStepDownToASquatter(t *testing.T) {
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+	opts := groupOptions(t, 1, "broker-sq", 0, ReplicationAsync, ns.Addr())
+	m, stop := runBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, m.Addr(), "SqT", 4)
+	acked := sendKeys(t, c, m.Addr(), "SqT", "k", 20)
+	testutil.Equal(t, len(acked), 20, "acknowledged")
+	end := m.store.CommitLogMaxOffset()
+	stop()
+
+	squatter(t, ns.Addr(), "broker-sq")
+	opts.Listen = m.Addr()
+	m, _ = runBroker(t, opts)
+	testutil.True(t, m.IsMaster(), "the master stepped down to a squatter")
+	testutil.Equal(t, m.store.CommitLogMaxOffset(), end, "the master's log end")
+	testutil.Equal(t, len(readKeys(t, c, m.Addr(), "SqT", 4)), 20, "acknowledged messages readable on the master")
+}
+
+// TestReplicaRefusesAnUnprovenTruncation: a HELLO answer that asks to drop
+// data its epoch history does not prove unacknowledged is refused, and
+// nothing is cut; the legitimate cases pass.
+func TestReplicaRefusesAnUnprovenTruncation(t *testing.T) {
+	mine := []protocol.EpochEntry{{Epoch: 5, StartOffset: 0}, {Epoch: 7, StartOffset: 1000}}
+	const end = 2000
+	ok := func(what string, rh protocol.ReplicaHelloResponseHeader, theirs []protocol.EpochEntry) {
+		t.Helper()
+		testutil.NoError(t, checkTruncation(mine, end, rh, theirs), what)
+	}
+	refused := func(what string, rh protocol.ReplicaHelloResponseHeader, theirs []protocol.EpochEntry) {
+		t.Helper()
+		testutil.True(t, checkTruncation(mine, end, rh, theirs) != nil, what)
+	}
+	// A promoted replica that had epoch 7 up to 1500 and began epoch 8 there.
+	succ := []protocol.EpochEntry{{Epoch: 5, StartOffset: 0}, {Epoch: 7, StartOffset: 1000}, {Epoch: 8, StartOffset: 1500}}
+	ok("a successor proving the cut", protocol.ReplicaHelloResponseHeader{Epoch: 8, TruncateTo: 1500, LogEnd: 3000}, succ)
+	ok("the same master, caught up", protocol.ReplicaHelloResponseHeader{Epoch: 7, TruncateTo: end, LogEnd: 2500}, mine)
+	refused("issue 22's squatter: truncateTo 0, an unrelated history",
+		protocol.ReplicaHelloResponseHeader{Epoch: 99, TruncateTo: 0, LogEnd: 0}, []protocol.EpochEntry{{Epoch: 99, StartOffset: 0}})
+	refused("a successor asking to cut more than it proves", protocol.ReplicaHelloResponseHeader{Epoch: 8, TruncateTo: 0, LogEnd: 3000}, succ)
+	refused("a master at an older epoch", protocol.ReplicaHelloResponseHeader{Epoch: 6, TruncateTo: end, LogEnd: 3000},
+		[]protocol.EpochEntry{{Epoch: 5, StartOffset: 0}, {Epoch: 6, StartOffset: 900}})
+	refused("a master of the same epoch that lost the tail", protocol.ReplicaHelloResponseHeader{Epoch: 7, TruncateTo: 1200, LogEnd: 1200}, mine)
+	refused("a history that disagrees on an epoch's start", protocol.ReplicaHelloResponseHeader{Epoch: 8, TruncateTo: 1500, LogEnd: 3000},
+		[]protocol.EpochEntry{{Epoch: 5, StartOffset: 0}, {Epoch: 7, StartOffset: 400}, {Epoch: 8, StartOffset: 1500}})
+	refused("a log end before the master's own last epoch", protocol.ReplicaHelloResponseHeader{Epoch: 8, TruncateTo: 1500, LogEnd: 0}, succ)
+}
