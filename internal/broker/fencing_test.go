@@ -87,3 +87,18 @@ func TestReplicaRefusesAnUnprovenTruncation(t *testing.T) {
 		[]protocol.EpochEntry{{Epoch: 5, StartOffset: 0}, {Epoch: 7, StartOffset: 400}, {Epoch: 8, StartOffset: 1500}})
 	refused("a log end before the master's own last epoch", protocol.ReplicaHelloResponseHeader{Epoch: 8, TruncateTo: 1500, LogEnd: 0}, succ)
 }
+
+// TestPromotionToAnAbsurdEpochRefused: even from a member (the cluster
+// secret does not make a mistake right), REPLICA_PROMOTE at epoch 2^40 is
+// refused and the replica stays a replica. (Issue 22: it made a second
+// master and 2 acknowledged messages were lost.)
+func TestPromotionToAnAbsurdEpochRefused(t *testing.T) {
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+	master, _ := runBroker(t, groupOptions(t, 1, "broker-ep", 0, ReplicationSync, ns.Addr()))
+	replica, _ := runBroker(t, groupOptions(t, 2, "broker-ep", 1, ReplicationSync, ns.Addr()))
+	waitInSync(t, master, 1)
+	c := newRawClient(t)
+	promote := protocol.ReplicaPromoteRequestHeader{BrokerName: "broker-ep", Epoch: 1 << 40, LogEnd: -1}
+	expectCode(t, invoke(t, c, replica.Addr(), protocol.ReplicaPromote, promote.Ext(), nil), protocol.InvalidParameter, "promotion to epoch 2^40")
+	testutil.True(t, !replica.IsMaster() && master.IsMaster(), "one master")
+}

@@ -182,6 +182,10 @@ func (r *replication) waitCaughtUp(ctx context.Context, id int64, timeout time.D
 	}
 }
 
+// maxEpochAhead bounds how far past the Unix time in seconds a promotion's
+// epoch may be.
+const maxEpochAhead = 24 * 60 * 60
+
 // handleReplicaPromote makes this replica the master at h.Epoch. Without
 // h.LogEnd < 0 (a forced promotion, the master being gone) it requires its
 // log to end exactly where the old master's did.
@@ -196,6 +200,14 @@ func (s *Server) handleReplicaPromote(ctx context.Context, c *remoting.Conn, req
 	if s.repl.controllerMode() {
 		return errorf(req, protocol.IllegalOperation, "broker group %s is managed by the failover controller: "+
 			"promote with 'zonemq admin controller elect --name %s --to ID --force'", s.opts.BrokerName, s.opts.BrokerName)
+	}
+	// Epochs count restarts and promotions from the Unix time in seconds
+	// (nextEpoch); one far beyond it is no promotion a member would ask
+	// for (issue 22: epoch 2^40 made a second master), and would push
+	// every later epoch out of reach.
+	if limit := time.Now().Unix() + maxEpochAhead; h.Epoch > limit {
+		return errorf(req, protocol.InvalidParameter, "promotion to epoch %d refused: epochs run near the Unix time in seconds, "+
+			"and this one is more than a day ahead of it (%d)", h.Epoch, limit)
 	}
 	r := s.repl
 	r.mu.Lock()
