@@ -75,6 +75,9 @@ func parseNamesrvCommand(args []string, stderr io.Writer) (namesrv.Options, *nam
 		"largest request frame accepted, in `bytes`; 0 means 16777216 (RocketMQ's)")
 	fs.IntVar(&opts.MaxTopicsPerBroker, "max-topics-per-broker", opts.MaxTopicsPerBroker,
 		"refuse a broker registration carrying more `topics` than this")
+	fs.DurationVar(&opts.ClaimHold, "claim-hold", opts.ClaimHold,
+		"keep a broker slot for the data directory that held it this long after it was last seen: another\n"+
+			"process with a copy of its name and id is refused meanwhile (negative: off)")
 	fs.IntVar(&opts.MaxTopicEntries, "max-topic-entries", opts.MaxTopicEntries,
 		"refuse a registration that would make all brokers' topics together more than this many `entries`")
 	fs.StringVar(&opts.ACLFile, "acl-file", "",

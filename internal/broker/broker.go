@@ -86,6 +86,7 @@ type Server struct {
 	remoting  *remoting.Server
 	store     *store.Store
 	addr      string         // advertised "ip:port"
+	instance  string         // this data directory's id (instance.go)
 	storeHost netip.AddrPort // the same, stamped into every record
 
 	topics   *topicTable
@@ -239,6 +240,9 @@ func New(opts Options) (*Server, error) {
 		}
 		st.Close()
 		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if s.instance, err = loadInstance(st); err != nil {
+		return fail(err)
 	}
 	if s.topics, err = loadTopicTable(st, s.logger, opts); err != nil {
 		return fail(err)

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,4 +102,53 @@ func TestPromotionToAnAbsurdEpochRefused(t *testing.T) {
 	promote := protocol.ReplicaPromoteRequestHeader{BrokerName: "broker-ep", Epoch: 1 << 40, LogEnd: -1}
 	expectCode(t, invoke(t, c, replica.Addr(), protocol.ReplicaPromote, promote.Ext(), nil), protocol.InvalidParameter, "promotion to epoch 2^40")
 	testutil.True(t, !replica.IsMaster() && master.IsMaster(), "one master")
+}
+
+// registrarState is the broker's registration state toward name server addr.
+func registrarState(s *Server, addr string) string {
+	s.namesrvs.mu.Lock()
+	p := s.namesrvs.peers[addr]
+	s.namesrvs.mu.Unlock()
+	if p == nil {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
+}
+
+// TestCopiedConfigBrokerRefused: an operator starts a second broker with a
+// copy of a master's config (same name and id, its own empty data
+// directory, another address) while the master restarts. The name server
+// refuses it the master's slot, it says why, and the returning master
+// keeps its role and its log. (Issue 22: the second process took the slot
+// and the real master demoted itself for good.)
+func TestCopiedConfigBrokerRefused(t *testing.T) {
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+	opts := groupOptions(t, 1, "broker-dup", 0, ReplicationAsync, ns.Addr())
+	a, stopA := runBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, a.Addr(), "DupT", 4)
+	acked := sendKeys(t, c, a.Addr(), "DupT", "k", 20)
+	testutil.Equal(t, len(acked), 20, "acknowledged")
+	waitRegistered(t, c, ns.Addr(), a)
+	stopA()
+
+	copied := groupOptions(t, 2, "broker-dup", 0, ReplicationAsync, ns.Addr()) // same name and id, new dir and address
+	b, _ := runBroker(t, copied)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if st := registrarState(b, ns.Addr()); st != peerRejected {
+			return fmt.Errorf("the copy's registration is %q, want %q", st, peerRejected)
+		}
+		return nil
+	})
+	addr, _, err := registeredAt(t, c, ns.Addr(), "broker-dup")
+	testutil.NoError(t, err)
+	testutil.True(t, addr != b.Addr(), "the copy holds the master's slot")
+
+	opts.Listen = a.Addr()
+	a, _ = runBroker(t, opts)
+	waitRegistered(t, c, ns.Addr(), a)
+	testutil.True(t, a.IsMaster(), "the real master stepped down")
+	testutil.Equal(t, len(readKeys(t, c, a.Addr(), "DupT", 4)), 20, "acknowledged messages on the real master")
 }

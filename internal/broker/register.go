@@ -325,6 +325,12 @@ func (p *namesrvPeer) setState(logger *slog.Logger, state string, err error) {
 		logger.Info("registered with name server", "namesrv", p.addr)
 		return
 	}
+	if state == peerRejected {
+		// A refusal needs a person (a second process with this broker's
+		// name and id, a registration too large, an ACL or secret).
+		logger.Error("name server refused this broker's registration; retrying every heartbeat interval", "namesrv", p.addr, "err", err)
+		return
+	}
 	logger.Warn("name server "+state+"; retrying every heartbeat interval", "namesrv", p.addr, "err", err)
 }
 
@@ -347,7 +353,7 @@ func (r *registrar) registerRequest() *remoting.Command {
 	h := protocol.RegisterBrokerRequestHeader{
 		BrokerName: o.BrokerName, BrokerAddr: r.s.addr, ClusterName: o.Cluster, HAServerAddr: r.s.addr,
 		BrokerID: r.s.repl.regID.Load(), BodyCRC32: int32(crc32.ChecksumIEEE(body) & 0x7FFFFFFF), ZoneName: o.IDC,
-		Compressed: compressed,
+		Compressed: compressed, Instance: r.s.instance,
 	}
 	if h.BrokerID == protocol.MasterID && r.s.repl.controllerMode() {
 		// Elected by the controller: name servers that know the

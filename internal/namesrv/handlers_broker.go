@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
@@ -78,6 +80,16 @@ func (s *Server) handleRegisterBroker(_ context.Context, conn *remoting.Conn, re
 		s.logger.Warn("registration refused: the name server's topic entries are full", "brokerName", h.BrokerName,
 			"brokerAddr", h.BrokerAddr, "peer", conn.RemoteAddr(), "err", err)
 		return reply(req, protocol.SystemError, err.Error())
+	}
+	if errors.Is(err, errInstanceClaimed) {
+		// The claimant retries every heartbeat: say it once a minute.
+		key := h.BrokerName + "/" + strconv.FormatInt(h.BrokerID, 10) + "/" + h.Instance
+		if last, ok := s.claimLogged.Load(key); !ok || s.now().Sub(last.(time.Time)) > time.Minute {
+			s.claimLogged.Store(key, s.now())
+			s.logger.Error("registration refused: another broker process holds the slot", "brokerName", h.BrokerName,
+				"brokerAddr", h.BrokerAddr, "brokerId", h.BrokerID, "peer", conn.RemoteAddr(), "err", err)
+		}
+		return reply(req, protocol.NoPermission, err.Error())
 	}
 	if errors.Is(err, errRegistrationHeld) {
 		s.logger.Warn("registration refused: the broker is live on another connection", "brokerName", h.BrokerName,

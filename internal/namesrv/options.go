@@ -55,6 +55,10 @@ type Options struct {
 	// dropped every broker). 0 means the defaults below.
 	MaxTopicsPerBroker int
 	MaxTopicEntries    int
+	// ClaimHold keeps a broker slot for the data directory that last
+	// registered it, this long after it was last seen (instances.go);
+	// 0 means DefaultClaimHold, negative turns the check off.
+	ClaimHold time.Duration
 	// ClusterSecret authenticates cluster members to each other
 	// (internal/member, docs/security.md): with it, every member request
 	// must carry a valid member MAC. nil turns member authentication off,
@@ -109,6 +113,7 @@ const (
 func NewOptions() Options {
 	return Options{
 		MaxTopicsPerBroker: DefaultMaxTopicsPerBroker,
+		ClaimHold:          DefaultClaimHold,
 		MaxTopicEntries:    DefaultMaxTopicEntries,
 		Listen:             DefaultListen,
 		BrokerExpiry:       DefaultBrokerExpiry,

@@ -48,6 +48,11 @@ type routeTable struct {
 	maxEntries  int
 	topicCounts map[string]int
 	entries     int
+	// claimHold, instances and groupInstances keep a slot for the data
+	// directory that held it (instances.go).
+	claimHold      time.Duration
+	instances      map[slotKey]instanceSeen
+	groupInstances map[string]map[string]time.Time
 
 	mu sync.RWMutex
 	// topicQueueTable: topic → brokerName → that broker's queues of it.
@@ -68,10 +73,13 @@ type routeTable struct {
 	claims map[*remoting.Conn]slotClaim
 }
 
-func newRouteTable(defaultExpiry time.Duration, maxEntries int) *routeTable {
+func newRouteTable(defaultExpiry time.Duration, maxEntries int, claimHold time.Duration) *routeTable {
 	return &routeTable{
 		defaultExpiry:     defaultExpiry,
 		maxEntries:        maxEntries,
+		claimHold:         claimHold,
+		instances:         make(map[slotKey]instanceSeen),
+		groupInstances:    make(map[string]map[string]time.Time),
 		topicCounts:       make(map[string]int),
 		topicQueueTable:   make(map[string]map[string]protocol.QueueData),
 		brokerAddrTable:   make(map[string]*protocol.BrokerData),
@@ -100,6 +108,9 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 	if conn != nil && connClosed(conn) {
 		return res, errConnClosed
 	}
+	if err := t.checkInstanceLocked(h, now); err != nil {
+		return res, err
+	}
 	swapWith, err := t.checkRegisterOwnerLocked(h, conn, reg, now)
 	if err != nil {
 		return res, err
@@ -111,6 +122,7 @@ func (t *routeTable) registerBroker(h *protocol.RegisterBrokerRequestHeader, reg
 		}
 	}
 	res = t.applyRegistrationLocked(h, reg, conn, now)
+	t.noteInstanceLocked(h, now)
 	if swapWith != nil {
 		// The other side of an agreed swap asked first and was refused:
 		// apply its registration now, so the group never shows a gap.

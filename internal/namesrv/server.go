@@ -24,13 +24,15 @@ type Server struct {
 	now    func() time.Time
 	rs     *remoting.Server
 
-	routes    *routeTable
-	kv        *kvStore
-	clients   *clientRegistry
-	acl       *acl.Checker      // nil: ACL off
-	metrics   *namesrvMetrics   // metrics.go
-	metricsEP *metrics.Endpoint // --metrics-listen; nil when unset
-	elected   *electedChecks    // elected.go; nil without ControllerAddrs
+	routes *routeTable
+	// claimLogged rate-limits the log of refused slot claims (key → time).
+	claimLogged sync.Map
+	kv          *kvStore
+	clients     *clientRegistry
+	acl         *acl.Checker      // nil: ACL off
+	metrics     *namesrvMetrics   // metrics.go
+	metricsEP   *metrics.Endpoint // --metrics-listen; nil when unset
+	elected     *electedChecks    // elected.go; nil without ControllerAddrs
 
 	lifeMu  sync.Mutex // guards started and stopped
 	started bool
@@ -91,7 +93,7 @@ func New(opts Options) (*Server, error) {
 		logger:  logger,
 		now:     now,
 		rs:      rs,
-		routes:  newRouteTable(opts.BrokerExpiry, opts.MaxTopicEntries),
+		routes:  newRouteTable(opts.BrokerExpiry, opts.MaxTopicEntries, claimHold(opts.ClaimHold)),
 		kv:      kv,
 		clients: newClientRegistry(),
 		acl:     checker,
@@ -269,4 +271,12 @@ func (s *Server) logRemoval(rm removal) {
 	s.logger.Info("broker removed", "brokerName", rm.brokerName, "brokerAddr", rm.brokerAddr,
 		"brokerId", rm.brokerID, "cluster", rm.clusterName, "zone", rm.zoneName,
 		"lastAddrOfBroker", rm.brokerRemoved, "reason", rm.reason)
+}
+
+// claimHold is Options.ClaimHold with its default applied (negative: off).
+func claimHold(d time.Duration) time.Duration {
+	if d == 0 {
+		return DefaultClaimHold
+	}
+	return d
 }

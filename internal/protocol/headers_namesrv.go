@@ -57,6 +57,11 @@ type RegisterBrokerRequestHeader struct {
 	// knows the controllers may give such a master the id-0 slot at once,
 	// taking it from a replaced master that still holds it (docs/controller.md).
 	MasterEpoch int64
+	// Instance (zonemq, "zonemqInstance") names the broker's data
+	// directory: made once, kept with the data. A name server refuses a
+	// group's slot to a new instance while another recently held it (a
+	// second process started with a copied config), see docs/security.md.
+	Instance string
 }
 
 // Ext implements Header.
@@ -71,6 +76,7 @@ func (h *RegisterBrokerRequestHeader) Ext() map[string]string {
 	if h.MasterEpoch != 0 {
 		w.Int("masterEpoch", h.MasterEpoch)
 	}
+	w.OptStr("zonemqInstance", h.Instance)
 	return w
 }
 
@@ -91,6 +97,7 @@ func (h *RegisterBrokerRequestHeader) SetExt(ext map[string]string) error {
 		h.ZoneName = strings.TrimSpace(r.OptString("zoneName"))
 	}
 	h.MasterEpoch = r.OptInt64("masterEpoch", 0)
+	h.Instance = r.OptString("zonemqInstance")
 	return r.Err()
 }
 
