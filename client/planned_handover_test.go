@@ -61,13 +61,8 @@ func TestPlannedBrokerRestartReplaysNothing(t *testing.T) {
 func TestPlannedSwitchoverReplaysNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, Replicas: 2, Replication: broker.ReplicationSync,
-		DataDir: t.TempDir(), Logger: testLogger()})
-	testutil.NoError(t, err, "devcluster.Start")
-	t.Cleanup(func() { c.Close() })
 	const topic = "SwitchT"
-	createTopic(t, c, topic, 4)
-	testutil.NoError(t, c.WaitReplicasInSync(ctx), "replicas in sync")
+	c := startReplicated(t, broker.ReplicationSync, topic)
 
 	p := newProducer(t, clientConfig(c, 1))
 	rec := newRecorder()
@@ -98,4 +93,20 @@ func TestPlannedSwitchoverReplaysNothing(t *testing.T) {
 	})
 	rec.waitAll(t, append(keys, after...), 20*time.Second)
 	testutil.Equal(t, rec.duplicates(), 0, "messages delivered twice across a switchover")
+}
+
+// startReplicated starts two IDCs whose broker groups each keep a replica
+// in the other IDC (mode: sync or async), creates topic with 4 queues and
+// waits until the replicas are in sync.
+func startReplicated(t *testing.T, mode, topic string) *devcluster.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, Replicas: 2, Replication: mode,
+		DataDir: t.TempDir(), Logger: testLogger()})
+	testutil.NoError(t, err, "devcluster.Start")
+	t.Cleanup(func() { c.Close() })
+	createTopic(t, c, topic, 4)
+	testutil.NoError(t, c.WaitReplicasInSync(ctx), "replicas in sync")
+	return c
 }

@@ -119,13 +119,8 @@ func TestClientReplicaServesAfterIDCLoss(t *testing.T) {
 func TestProducerFollowsTheNewMasterWithinASend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, Replicas: 2, Replication: broker.ReplicationAsync,
-		DataDir: t.TempDir(), Logger: testLogger()})
-	testutil.NoError(t, err, "devcluster.Start")
-	t.Cleanup(func() { c.Close() })
 	const topic = "NewMasterTopic"
-	createTopic(t, c, topic, 4)
-	testutil.NoError(t, c.WaitReplicasInSync(ctx), "replicas in sync")
+	c := startReplicated(t, broker.ReplicationAsync, topic)
 
 	cc := clientConfig(c, 1)
 	cc.RouteRefreshInterval = time.Hour

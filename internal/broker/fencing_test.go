@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/namesrv"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -36,21 +37,31 @@ func squatter(t *testing.T, nsAddr, group string) string {
 	return srv.Addr()
 }
 
+// stoppedMasterWithData runs a master of group with 20 acknowledged
+// messages on topic (4 queues), registered with a name server, and stops
+// it: the starting point of a restart.
+func stoppedMasterWithData(t *testing.T, group, topic string) (*namesrv.Server, Options, *Server, *remoting.Client) {
+	t.Helper()
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+	opts := groupOptions(t, 1, group, 0, ReplicationAsync, ns.Addr())
+	m, stop := runBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, m.Addr(), topic, 4)
+	acked := sendKeys(t, c, m.Addr(), topic, "k", 20)
+	testutil.Equal(t, len(acked), 20, "acknowledged")
+	waitRegistered(t, c, ns.Addr(), m)
+	stop()
+	return ns, opts, m, c
+}
+
 // TestMasterDoesNotStepDownToASquatter: a master restarts while another
 // process holds its group's master slot and answers as a master whose
 // history is not the group's. The master keeps its role and every byte of
 // its log. (Issue 22: it demoted itself for good, persisted
 // "master": false, and truncated its commit log to 0 bytes.)
 func TestMasterDoesNotStepDownToASquatter(t *testing.T) {
-	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
-	opts := groupOptions(t, 1, "broker-sq", 0, ReplicationAsync, ns.Addr())
-	m, stop := runBroker(t, opts)
-	c := newRawClient(t)
-	createTopic(t, c, m.Addr(), "SqT", 4)
-	acked := sendKeys(t, c, m.Addr(), "SqT", "k", 20)
-	testutil.Equal(t, len(acked), 20, "acknowledged")
+	ns, opts, m, c := stoppedMasterWithData(t, "broker-sq", "SqT")
 	end := m.store.CommitLogMaxOffset()
-	stop()
 
 	squatter(t, ns.Addr(), "broker-sq")
 	opts.Listen = m.Addr()
@@ -124,15 +135,7 @@ func registrarState(s *Server, addr string) string {
 // keeps its role and its log. (Issue 22: the second process took the slot
 // and the real master demoted itself for good.)
 func TestCopiedConfigBrokerRefused(t *testing.T) {
-	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
-	opts := groupOptions(t, 1, "broker-dup", 0, ReplicationAsync, ns.Addr())
-	a, stopA := runBroker(t, opts)
-	c := newRawClient(t)
-	createTopic(t, c, a.Addr(), "DupT", 4)
-	acked := sendKeys(t, c, a.Addr(), "DupT", "k", 20)
-	testutil.Equal(t, len(acked), 20, "acknowledged")
-	waitRegistered(t, c, ns.Addr(), a)
-	stopA()
+	ns, opts, a, c := stoppedMasterWithData(t, "broker-dup", "DupT")
 
 	copied := groupOptions(t, 2, "broker-dup", 0, ReplicationAsync, ns.Addr()) // same name and id, new dir and address
 	b, _ := runBroker(t, copied)

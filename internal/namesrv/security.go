@@ -21,26 +21,14 @@ var adminCodes = map[protocol.RequestCode]bool{
 	protocol.DeleteKVConfig:         true,
 }
 
-// memberCodes are the name server's cluster-member requests
-// (docs/security.md): a broker's registration, heartbeat, unregistration
-// and data-version query, and the route and KV writes of an operator's
-// tool. With a cluster secret they need its member MAC, ACL on or off;
-// reads stay open to every client.
-var memberCodes = map[protocol.RequestCode]bool{
-	protocol.RegisterBroker:         true,
-	protocol.UnregisterBroker:       true,
-	protocol.BrokerHeartbeat:        true,
-	protocol.QueryDataVersion:       true,
-	protocol.RegisterTopicInNamesrv: true,
-	protocol.DeleteTopicInNamesrv:   true,
-	protocol.PutKVConfig:            true,
-	protocol.DeleteKVConfig:         true,
-}
-
 // checked puts the member check and the ACL in front of h when they are on.
 func (s *Server) checked(code protocol.RequestCode, h remoting.Handler) remoting.Handler {
 	h = acl.Guard(s.acl, s.logger, adminCodes[code], h)
-	if memberCodes[code] {
+	if adminCodes[code] {
+		// The same writes are the cluster-member requests: a broker's
+		// registration, heartbeat, unregistration and data-version
+		// query, and an operator's route and KV writes. With a cluster
+		// secret they need its MAC, ACL on or off; reads stay open.
 		h = acl.MemberGuard(s.opts.ClusterSecret, s.logger, h)
 	}
 	return h

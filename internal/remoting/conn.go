@@ -206,14 +206,7 @@ func (c *Conn) readLoop() {
 	var err error
 	for {
 		if !c.frameBuffered() {
-			c.endBatch()
-			c.tellAnswered()
-			// No yield: the read loop has just queued all it had.
-			if err = c.flush(false); err != nil {
-				break
-			}
-			if !c.waitUnsentBelow(c.maxUnsent) {
-				err = ErrConnClosed
+			if err = c.sendQueued(); err != nil {
 				break
 			}
 			// Only before a read that may reach the socket: the deadline
@@ -227,13 +220,7 @@ func (c *Conn) readLoop() {
 			// sent: answer nothing more until it does, however many
 			// requests it pipelined in one write (issue 22: 150 pulls in
 			// one write took a broker to 5.4 GB).
-			c.endBatch()
-			c.tellAnswered()
-			if err = c.flush(false); err != nil {
-				break
-			}
-			if !c.waitUnsentBelow(c.maxUnsent) {
-				err = ErrConnClosed
+			if err = c.sendQueued(); err != nil {
 				break
 			}
 		}
@@ -261,6 +248,22 @@ func (c *Conn) readLoop() {
 	c.endBatch()
 	c.tellAnswered()
 	c.closeWith(err)
+}
+
+// sendQueued ends the open batch, tells the answered calls, flushes what
+// the read loop queued and waits while more than maxUnsent bytes are
+// unsent; read goroutine only.
+func (c *Conn) sendQueued() error {
+	c.endBatch()
+	c.tellAnswered()
+	// No yield: the read loop has just queued all it had.
+	if err := c.flush(false); err != nil {
+		return err
+	}
+	if !c.waitUnsentBelow(c.maxUnsent) {
+		return ErrConnClosed
+	}
+	return nil
 }
 
 // complete hands resp to the call waiting for it; read goroutine only.
