@@ -186,6 +186,12 @@ func TestClientBrokerHangFailoverAsync(t *testing.T) {
 // message has been stored on idc1, so the route is cached and the
 // connection open.
 func hangableProducer(t *testing.T, topic string) (*client.Producer, *testutil.Proxy) {
+	return hangableProducerLogging(t, topic, testLogger())
+}
+
+// hangableProducerLogging is hangableProducer whose producer logs to
+// logger.
+func hangableProducerLogging(t *testing.T, topic string, logger *slog.Logger) (*client.Producer, *testutil.Proxy) {
 	c := startCluster(t, 2)
 	createTopic(t, c, topic, 4)
 	proxy, err := testutil.NewProxy(c.Host(1)+":0", c.BrokerAddr(1))
@@ -195,6 +201,7 @@ func hangableProducer(t *testing.T, topic string) (*client.Producer, *testutil.P
 	dc.redirect(c.BrokerAddr(1), proxy.Addr())
 	cc := clientConfig(c, 1)
 	cc.Dial = dc.dial
+	cc.Logger = logger
 	p := newProducer(t, cc)
 	_, res := sendN(t, p, topic, "pre", 1)
 	testutil.Equal(t, res[0].IDC, "idc1", "broker IDC before the hang")
@@ -207,24 +214,10 @@ func hangableProducer(t *testing.T, topic string) (*client.Producer, *testutil.P
 // which broker and IDC, and why), never as a warning: a person reading the
 // producer's terminal has nothing to do.
 func TestClientHandledFailoverIsNotAWarning(t *testing.T) {
-	const topic = "MoveT"
-	c := startCluster(t, 2)
-	createTopic(t, c, topic, 4)
-	proxy, err := testutil.NewProxy(c.Host(1)+":0", c.BrokerAddr(1))
-	testutil.NoError(t, err)
-	t.Cleanup(func() { proxy.Close() })
-	dc := newDialCounter(c.Host(1))
-	dc.redirect(c.BrokerAddr(1), proxy.Addr())
 	logs := &syncBuffer{}
-	cc := c.ClientConfig(1)
-	cc.Dial = dc.dial
-	cc.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p := newProducer(t, cc)
-	_, res := sendN(t, p, topic, "move", 1)
-	testutil.Equal(t, res[0].IDC, "idc1")
-
+	p, proxy := hangableProducerLogging(t, "MoveT", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	proxy.Cut()
-	_, res = sendN(t, p, topic, "moved", 3)
+	_, res := sendN(t, p, "MoveT", "moved", 3)
 	testutil.Equal(t, res[0].IDC, "idc2")
 	out := logs.String()
 	testutil.True(t, strings.Contains(out, `msg="send moved to another broker"`) && strings.Contains(out, "brokerIDC=idc1"), out)
