@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,8 +42,24 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	replicas := fs.Int("replicas", 1, "`copies` of each IDC's broker group (master counted); 2 or more replicates every\n"+
 		"group synchronously into the next IDCs and adds the idc-lost scenario")
 	netnsFlags := addNetnsFlags(fs)
+	chaos := fs.Bool("chaos", false, "a chaos campaign instead of the scenarios: seeded random faults (--faults) for\n"+
+		"--duration (default 3m here), overlapping and recurring, then a heal, a drain and the ledger check;\n"+
+		"the plan is written to the work dir's chaos-plan.json (docs/disaster-recovery.md)")
+	seed := fs.Uint64("seed", 1, "with --chaos: the seed that picks the faults")
+	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause (default all)")
+	replay := fs.String("replay", "", "with --chaos: play this chaos-plan.json `file` instead of a seeded plan")
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
+	}
+	var chaosOpts *drill.ChaosOptions
+	if *chaos || *replay != "" {
+		d := *duration
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "duration" })
+		if !explicit {
+			d = 3 * time.Minute
+		}
+		chaosOpts = &drill.ChaosOptions{Duration: d, Seed: *seed, Faults: splitList(*faults), Replay: *replay}
 	}
 	if *output != "text" && *output != "json" {
 		return usagef("--output must be text or json, got %q", *output)
@@ -81,6 +98,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		IDCLossPercent: netnsFlags.loss,
 		Progress:       stderr,
 		Terminal:       isTerminal(stderr),
+		Chaos:          chaosOpts,
 	})
 	if err != nil {
 		return err

@@ -300,3 +300,24 @@ func TestACLBindsCodeAndTime(t *testing.T) {
 	Sign(deleteCode, boundDelete, nil, "adminKey01", "adminSecret01", time.Now())
 	testutil.NoError(t, c.Check(req(deleteCode, boundDelete, true)), "a bound admin request")
 }
+
+// TestACLBindingCannotBeShifted: RocketMQ's signature lets characters move
+// between neighbouring values; the binding's own framed MAC does not, so a
+// request whose last field lost a "2" to the code is refused.
+func TestACLBindingCannotBeShifted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plain_acl.yml")
+	writeACL(t, path, "accounts:\n  - accessKey: adminKey01\n    secretKey: adminSecret01\n    admin: true\n")
+	c, err := Load(path, nil)
+	testutil.NoError(t, err)
+	ext := map[string]string{"topic": "T", "zonemqA": "x2"} // sorts just before zonemqReqCode
+	Sign(15, ext, nil, "adminKey01", "adminSecret01", time.Now())
+	testutil.NoError(t, c.Check(Request{Code: 15, Ext: ext, RemoteAddr: "127.0.0.1:1"}))
+	shifted := map[string]string{}
+	for k, v := range ext {
+		shifted[k] = v
+	}
+	shifted["zonemqA"], shifted[ExtRequestCode] = "x", "215"
+	testutil.True(t, verifySignature(shifted, nil, "adminSecret01"), "RocketMQ's signature does not see the shift")
+	err = c.Check(Request{Code: 215, Ext: shifted, RemoteAddr: "127.0.0.1:1", Admin: true})
+	testutil.True(t, errors.Is(err, ErrDenied) && strings.Contains(err.Error(), "zonemqReqMAC"), err)
+}

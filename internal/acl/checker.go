@@ -145,7 +145,7 @@ func (c *Checker) Check(r Request) error {
 	if !verifySignature(r.Ext, r.Body, acct.SecretKey) {
 		return fmt.Errorf("%w: the signature of request code %d does not match accessKey %q's secret key", ErrDenied, r.Code, ak)
 	}
-	bound, err := checkBinding(r.Code, r.Ext, time.Now())
+	bound, err := checkBinding(r.Code, r.Ext, r.Body, acct.SecretKey, time.Now())
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,9 @@ package acl
 import (
 	"crypto/hmac"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -23,9 +25,16 @@ const (
 // time: a signature cannot be replayed as another request (RocketMQ's does
 // not cover the code: an admin-signed stats read replayed as
 // DELETE_TOPIC_IN_BROKER deleted the topic), nor later than BindWindow.
+//
+// RocketMQ's signature concatenates the values with no separator, so
+// characters could shift between a neighbouring value and the code ("…2" +
+// "15" signs like "…" + "215"): ExtRequestMAC is a MAC of its own over a
+// framing that cannot shift, the code, every field as length-prefixed key
+// and value, and the body.
 const (
 	ExtRequestCode = "zonemqReqCode"
 	ExtRequestTime = "zonemqReqTime" // Unix milliseconds
+	ExtRequestMAC  = "zonemqReqMAC"  // base64(HMAC-SHA256(secretKey, framing))
 )
 
 // BindWindow is how far a bound request's time may lie from the checker's
@@ -73,20 +82,50 @@ func Sign(code int32, ext map[string]string, body []byte, accessKey, secretKey s
 	ext[ExtRequestCode] = strconv.Itoa(int(code))
 	ext[ExtRequestTime] = strconv.FormatInt(now.UnixMilli(), 10)
 	ext[ExtAccessKey] = accessKey
+	ext[ExtRequestMAC] = base64.StdEncoding.EncodeToString(bindMAC(code, ext, body, secretKey))
 	ext[ExtSignature] = signature(signedContent(ext, body, ""), secretKey)
+}
+
+// bindMAC is ExtRequestMAC: HMAC-SHA256 with the account's secret over the
+// code, every ext field but Signature, SecurityToken and ExtRequestMAC as
+// length-prefixed key and value in sorted key order, then the body.
+func bindMAC(code int32, ext map[string]string, body []byte, secretKey string) []byte {
+	keys := make([]string, 0, len(ext))
+	for k := range ext {
+		if k != ExtSignature && k != ExtSecurityToken && k != ExtRequestMAC {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	m := hmac.New(sha256.New, []byte(secretKey))
+	var n [8]byte
+	binary.BigEndian.PutUint32(n[:4], uint32(code))
+	m.Write(n[:4])
+	put := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		m.Write(n[:])
+		m.Write(b)
+	}
+	for _, k := range keys {
+		put([]byte(k))
+		put([]byte(ext[k]))
+	}
+	put(body)
+	return m.Sum(nil)
 }
 
 // checkBinding checks the code and time a zonemq signer bound into a
 // request. A request with neither (a stock RocketMQ client) is unbound:
 // bound reports false, and the caller decides whether that is enough.
-func checkBinding(code int32, ext map[string]string, now time.Time) (bound bool, err error) {
+func checkBinding(code int32, ext map[string]string, body []byte, secretKey string, now time.Time) (bound bool, err error) {
 	c, hasCode := ext[ExtRequestCode]
 	t, hasTime := ext[ExtRequestTime]
-	if !hasCode && !hasTime {
+	mac, hasMAC := ext[ExtRequestMAC]
+	if !hasCode && !hasTime && !hasMAC {
 		return false, nil
 	}
-	if !hasCode || !hasTime {
-		return false, fmt.Errorf("%w: request code %d binds only one of %s and %s", ErrDenied, code, ExtRequestCode, ExtRequestTime)
+	if !hasCode || !hasTime || !hasMAC {
+		return false, fmt.Errorf("%w: request code %d binds only some of %s, %s and %s", ErrDenied, code, ExtRequestCode, ExtRequestTime, ExtRequestMAC)
 	}
 	if c != strconv.Itoa(int(code)) {
 		return false, fmt.Errorf("%w: the signature was made for request code %s, not %d (a replayed signature?)", ErrDenied, c, code)
@@ -98,6 +137,11 @@ func checkBinding(code int32, ext map[string]string, now time.Time) (bound bool,
 	if skew := now.Sub(time.UnixMilli(ms)); skew > BindWindow || skew < -BindWindow {
 		return false, fmt.Errorf("%w: request code %d was signed %v from this server's clock, outside the %v window (a replay, or clocks out of step)",
 			ErrDenied, code, skew.Round(time.Millisecond), BindWindow)
+	}
+	raw, err := base64.StdEncoding.DecodeString(mac)
+	if err != nil || !hmac.Equal(raw, bindMAC(code, ext, body, secretKey)) {
+		return false, fmt.Errorf("%w: request code %d: %s does not match its fields and body (altered, or shifted between fields)",
+			ErrDenied, code, ExtRequestMAC)
 	}
 	return true, nil
 }

@@ -129,3 +129,29 @@ func stockSign(ext map[string]string, body []byte, ak, sk string) {
 	mac.Write(body)
 	ext[acl.ExtSignature] = base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }
+
+// TestBrokerACLEndTransactionNeedsPub: resolving a half message commits it
+// into, or drops it from, its real topic, so only an account that may send
+// there may do it; the producer's own commit still works.
+func TestBrokerACLEndTransactionNeedsPub(t *testing.T) {
+	s, raw, _ := aclWithSecretTopic(t)
+	const group = "tx_pg"
+	h := protocol.SendMessageRequestHeader{ProducerGroup: group, Topic: secretTopic, SysFlag: protocol.SysFlagTransactionPrep,
+		BornTimestamp: time.Now().UnixMilli(), Properties: protocol.EncodeProperties(map[string]string{
+			protocol.PropertyTransactionPrepared: "true", protocol.PropertyProducerGroup: group, protocol.PropertyUniqClientMessageID: "U-tx"})}
+	resp := signedInvoke(t, raw, s.Addr(), protocol.SendMessage, h.Ext(), []byte("tx-body"), aclAdminKey, aclAdminSecret)
+	expectCode(t, resp, protocol.Success, "the admin's half message")
+	var rh protocol.SendMessageResponseHeader
+	testutil.NoError(t, rh.SetExt(resp.ExtFields))
+	_, off, err := protocol.ParseOffsetMessageID(rh.MsgID)
+	testutil.NoError(t, err)
+	end := func(ak, sk string) *remoting.Command {
+		eh := endTransactionHeader{ProducerGroup: group, TranStateTableOffset: rh.QueueOffset, CommitLogOffset: off,
+			CommitOrRollback: protocol.SysFlagTransactionCommit, MsgID: "U-tx"}
+		return signedInvoke(t, raw, s.Addr(), protocol.EndTransaction, eh.ext(), nil, ak, sk)
+	}
+	expectCode(t, end(aclAppKey, aclAppSecret), protocol.NoPermission, "another account committing the admin's transaction")
+	testutil.Equal(t, maxOffset(t, raw, s.Addr(), secretTopic), "1", "messages in the real topic after the refused commit")
+	expectCode(t, end(aclAdminKey, aclAdminSecret), protocol.Success, "the producer's own commit")
+	testutil.Equal(t, maxOffset(t, raw, s.Addr(), secretTopic), "2", "messages in the real topic after the commit")
+}

@@ -3,6 +3,8 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +127,40 @@ func invokeCmd(t *testing.T, c *remoting.Client, addr string, req *remoting.Comm
 		t.Fatal(fmt.Errorf("%s to %s: %w", protocol.RequestCode(req.Code), addr, err))
 	}
 	return resp
+}
+
+// TestMemberSecretWithACL: the member MAC and the ACL signature nest (the
+// ACL's binding fields are added after the MAC): a name server and a
+// sync-replicated group with both on register, replicate and acknowledge.
+func TestMemberSecretWithACL(t *testing.T) {
+	secret := newTestSecret(t)
+	path := filepath.Join(t.TempDir(), "plain_acl.yml")
+	testutil.NoError(t, os.WriteFile(path, []byte(testACL), 0o600))
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", func(o *namesrv.Options) { o.ClusterSecret, o.ACLFile = secret, path })
+	group := func(idc int, id int64) Options {
+		o := groupOptions(t, idc, "broker-both", id, ReplicationSync, ns.Addr())
+		o.ClusterSecret, o.ACLFile = secret, path
+		o.AccessKey, o.SecretKey = aclAdminKey, aclAdminSecret
+		o.MinInsyncReplicas = 2
+		return o
+	}
+	master, _ := runBroker(t, group(1, 0))
+	replica, _ := runBroker(t, group(2, 1))
+	waitInSync(t, master, 1)
+	c := newRawClient(t)
+	create := protocol.CreateTopicRequestHeader{Topic: aclTopic, ReadQueueNums: 1, WriteQueueNums: 1, Perm: 6}
+	expectCode(t, signedInvoke(t, c, master.Addr(), protocol.UpdateAndCreateTopic, create.Ext(), nil, aclAdminKey, aclAdminSecret), protocol.Success, "create")
+	h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: aclTopic, DefaultTopic: protocol.AutoCreateTopicKey,
+		DefaultTopicQueueNums: 1, BornTimestamp: time.Now().UnixMilli()}
+	for range 5 {
+		expectCode(t, signedInvoke(t, c, master.Addr(), protocol.SendMessage, h.Ext(), []byte("x"), aclAppKey, aclAppSecret), protocol.Success, "send with two copies")
+	}
+	waitCaughtUp(t, master, replica)
+	testutil.Eventually(t, 15*time.Second, func() error {
+		resp := signedInvoke(t, c, ns.Addr(), protocol.GetRouteInfoByTopic, map[string]string{"topic": aclTopic}, nil, aclAppKey, aclAppSecret)
+		if resp.Code != int32(protocol.Success) {
+			return fmt.Errorf("route: %d %s", resp.Code, resp.Remark)
+		}
+		return nil
+	})
 }

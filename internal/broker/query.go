@@ -72,7 +72,7 @@ func (s *Server) handleViewMessageByID(ctx context.Context, c *remoting.Conn, re
 	if err != nil {
 		return errorf(req, protocol.SystemError, "no message at commit-log offset %d on broker %s", h.Offset, s.opts.BrokerName)
 	}
-	if resp := s.checkRecordSub(c, req, m.Topic); resp != nil {
+	if resp := s.checkRecordSub(c, req, m); resp != nil {
 		return resp
 	}
 	return success(req, nil, protocol.AppendStoredMessage(nil, m))

@@ -119,16 +119,31 @@ func (s *Server) checkACL(c *remoting.Conn, req *remoting.Command) *remoting.Com
 // request's account may SUB topic: the topic of a record a request would
 // return or copy, which its header does not name (view by offset id, a
 // send-back by commit-log offset). A retry topic is checked as its group.
-func (s *Server) checkRecordSub(c *remoting.Conn, req *remoting.Command, topic string) *remoting.Command {
+func (s *Server) checkRecordSub(c *remoting.Conn, req *remoting.Command, m *protocol.MessageExt) *remoting.Command {
+	topics := []string{m.Topic}
+	// A half or scheduled message waits in a system topic for its real
+	// one: reading it is reading the real topic.
+	if real, ok := protocol.Property(m.Properties, protocol.PropertyRealTopic); ok && real != "" && real != m.Topic {
+		topics = append(topics, real)
+	}
+	return s.checkRecordPerm(c, req, acl.Sub, topics...)
+}
+
+// checkRecordPerm answers NO_PERMISSION unless the ACL is off or req's
+// account holds perm on every one of topics, those of a record the request
+// names only by its offset.
+func (s *Server) checkRecordPerm(c *remoting.Conn, req *remoting.Command, perm acl.Perm, topics ...string) *remoting.Command {
 	if s.acl == nil {
 		return nil
 	}
-	err := s.acl.Check(acl.Request{Code: req.Code, Ext: req.ExtMap(), Body: req.Body, RemoteAddr: c.RemoteAddr(),
-		Resources: []acl.Resource{{Name: topic, Perm: acl.Sub}}})
-	if err == nil {
-		return nil
+	r := acl.Request{Code: req.Code, Ext: req.ExtMap(), Body: req.Body, RemoteAddr: c.RemoteAddr()}
+	for _, t := range topics {
+		r.Resources = append(r.Resources, acl.Resource{Name: t, Perm: perm})
 	}
-	return errorf(req, protocol.NoPermission, "%s (the record asked for belongs to topic %s)", err.Error(), topic)
+	if err := s.acl.Check(r); err != nil {
+		return errorf(req, protocol.NoPermission, "%s (the record the request names belongs to topic %v)", err.Error(), topics)
+	}
+	return nil
 }
 
 // signRequest signs a request the broker sends (to name servers, to the

@@ -86,7 +86,7 @@ func (s *Server) handleConsumerSendMsgBack(ctx context.Context, c *remoting.Conn
 	}
 	// The copy lands in the caller's retry topic, readable by the caller:
 	// it must be allowed to read the original.
-	if resp := s.checkRecordSub(c, req, orig.Topic); resp != nil {
+	if resp := s.checkRecordSub(c, req, orig); resp != nil {
 		return resp
 	}
 	maxTimes := int32(group.RetryMaxTimes)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
@@ -227,6 +228,13 @@ func (t *transactionService) handleEndTransaction(ctx context.Context, c *remoti
 	if half.QueueOffset != h.TranStateTableOffset {
 		return errorf(req, protocol.SystemError, "the transaction state table offset wrong: the half message at %d has queue offset %d, not %d",
 			h.CommitLogOffset, half.QueueOffset, h.TranStateTableOffset)
+	}
+	// Resolving makes a message visible in, or drops it from, its real
+	// topic: only an account that may send there may do it.
+	if real, _ := protocol.Property(half.Properties, protocol.PropertyRealTopic); real != "" {
+		if resp := t.s.checkRecordPerm(c, req, acl.Pub, real); resp != nil {
+			return resp
+		}
 	}
 	if !t.claim(half.QueueOffset) {
 		return success(req, nil, nil)

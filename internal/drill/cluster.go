@@ -35,6 +35,12 @@ type idcProcs struct {
 	// dial, under --netns, opens connections from inside this IDC's network
 	// namespace (netns.go); nil on loopback.
 	dial dialFunc
+	// addrsrvs are every IDC's address server URL, this IDC's first: what
+	// its clients are given, as docs/cli.md tells users to, so a client
+	// that starts while its own IDC's address server is down still finds
+	// the cluster (the chaos campaign found a consumer that could not
+	// restart while only its own was listed).
+	addrsrvs []string
 }
 
 // servers lists every server process of the IDC, brokers first.
@@ -133,6 +139,14 @@ func newCluster(binary, workDir string, l clusterLayout, ipOf func(int) string) 
 			namesrv: newProc(binary, workDir, roleNamesrv, name, namesrvAddr, namesrvArgs),
 			broker:  newProc(binary, workDir, roleBroker, name, brokerAddr, brokerArgs),
 		})
+	}
+	for _, i := range c.idcs {
+		i.addrsrvs = []string{i.addrsrvURL()}
+		for _, o := range c.idcs {
+			if o != i {
+				i.addrsrvs = append(i.addrsrvs, o.addrsrvURL())
+			}
+		}
 	}
 	// Replica k of IDC g's broker group lives in IDC g+k, on the broker
 	// port + k.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -70,7 +71,7 @@ func (c *consumerProc) start(context.Context) error {
 		newCmd = c.idc.broker.command
 	}
 	cmd := newCmd(c.binary, "consume",
-		"--addrsrv", c.idc.addrsrvURL(), "--idc", c.idc.name, "--local-ip", c.idc.ip,
+		"--addrsrv", strings.Join(c.idc.addrsrvs, ","), "--idc", c.idc.name, "--local-ip", c.idc.ip,
 		"--topic", drillTopic, "--group", drillGroup, "--from", "first",
 		"--output", "json", "--log-level", "info")
 	cmd.Stderr = logFile

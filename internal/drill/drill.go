@@ -73,6 +73,9 @@ type Options struct {
 	Terminal bool
 	// Logger receives the SDK's log lines; nil discards them.
 	Logger *slog.Logger
+	// Chaos, if set, plays a seeded random fault campaign instead of the
+	// scenarios (chaos.go).
+	Chaos *ChaosOptions
 }
 
 type drill struct {
@@ -209,6 +212,21 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 
+	var chaos *ChaosSummary
+	if d.opts.Chaos != nil {
+		if chaos, err = d.runChaos(ctx); err != nil {
+			return nil, err
+		}
+		// Healed: traffic returns home before the healthy window is
+		// measured (a fail-back takes a moment after the last repair).
+		d.progress.setPhase("chaos healed: waiting for every IDC's traffic to be local again")
+		if err := d.waitFlowing(ctx, 60*time.Second); err != nil {
+			return nil, fmt.Errorf("after the chaos: %w", err)
+		}
+		if err := d.waitConsumersLocal(ctx, 60*time.Second); err != nil {
+			return nil, fmt.Errorf("after the chaos: %w", err)
+		}
+	}
 	d.progress.setPhase("S1: all IDCs healthy")
 	s1Start := time.Now()
 	if err := sleepCtx(ctx, d.opts.PhaseLength); err != nil {
@@ -218,6 +236,9 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 
 	var phases []*phase
 	for _, s := range d.steps() {
+		if chaos != nil {
+			break // the campaign replaced the scenarios
+		}
 		if len(d.opts.Only) > 0 && !slices.Contains(d.opts.Only, s.name) {
 			continue
 		}
@@ -256,7 +277,7 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	d.judgeLocks(results, phases)
 	r := &Report{
 		IDCs: d.opts.IDCs, PhaseMillis: millis(d.opts.PhaseLength), StartedAt: start,
-		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, Check: &check, OK: true,
+		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, Check: &check, OK: true, Chaos: chaos,
 	}
 	if !check.OK() {
 		r.Problems = append(r.Problems, fmt.Sprintf("ledger check: %d lost, %d acknowledged by a fenced master, %d out of order",
@@ -272,6 +293,37 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	}
 	r.OK = len(r.Problems) == 0
 	return r, nil
+}
+
+// waitConsumersLocal waits until every IDC's consumer has read only from
+// its own IDC's brokers for the last second (and read something): the
+// queues it held elsewhere during a failure went back.
+func (d *drill) waitConsumersLocal(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		_, recvs := d.work.ledger.snapshot()
+		since := time.Now().Add(-time.Second)
+		local, away := map[string]bool{}, map[string]bool{}
+		for _, rs := range recvs {
+			for _, rc := range rs {
+				if rc.at.Before(since) {
+					continue
+				}
+				if rc.consumerIDC == rc.brokerIDC {
+					local[rc.consumerIDC] = true
+				} else {
+					away[rc.consumerIDC] = true
+				}
+			}
+		}
+		if len(local) == len(d.cluster.idcs) && len(away) == 0 {
+			return nil
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("drill: consumers still read from other IDCs %s after the last repair (logs in %s)", limit, d.cluster.workDir)
 }
 
 // waitFlowing waits until every IDC's consumer has read a message of its own

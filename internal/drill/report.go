@@ -105,9 +105,12 @@ type Report struct {
 	Totals      Totals           `json:"totals"`
 	// Check is the ledger checker's verdict over the whole run, the
 	// ordered topic included (internal/ledger).
-	Check    *ledger.Result `json:"check,omitempty"`
-	OK       bool           `json:"ok"`
-	Problems []string       `json:"problems,omitempty"`
+	Check *ledger.Result `json:"check,omitempty"`
+	// Chaos summarises a chaos campaign's faults (nil for the scenarios);
+	// the S1 row then covers the healthy window after the heal.
+	Chaos    *ChaosSummary `json:"chaos,omitempty"`
+	OK       bool          `json:"ok"`
+	Problems []string      `json:"problems,omitempty"`
 }
 
 // WriteJSON writes the report as one JSON document.

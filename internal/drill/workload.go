@@ -131,7 +131,7 @@ type workload struct {
 
 func clientConfig(i *idcProcs, logger *slog.Logger) client.ClientConfig {
 	return client.ClientConfig{
-		AddrsrvURLs: []string{i.addrsrvURL()},
+		AddrsrvURLs: i.addrsrvs,
 		IDC:         i.name,
 		LocalIP:     i.ip,
 		Dial:        i.dial,

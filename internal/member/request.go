@@ -32,7 +32,9 @@ var ErrNotMember = errors.New("not an authenticated cluster member")
 // unsigned are the ext fields a member MAC leaves out: its own, and those
 // the ACL signer adds after it (RocketMQ ACL 1.0 signs every field, the
 // member MAC included, so the two layers nest).
-var unsigned = map[string]bool{ExtMAC: true, "Signature": true, "AccessKey": true, "SecurityToken": true}
+var unsigned = map[string]bool{ExtMAC: true, "Signature": true, "AccessKey": true, "SecurityToken": true,
+	// internal/acl's binding of code and time, also added after the MAC.
+	"zonemqReqCode": true, "zonemqReqTime": true, "zonemqReqMAC": true}
 
 // Sign adds ExtTime and ExtMAC to ext (not nil) for a request of code with
 // body. Call it after every other field and the body are final, and before

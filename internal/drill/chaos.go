@@ -1,0 +1,257 @@
+package drill
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The chaos campaign (issue 23, first step): instead of the scripted
+// scenarios, a nemesis picks faults at random from a seed — which process,
+// which fault, when, for how long, sometimes several at once — and every
+// choice is written to a plan file that replays the run exactly. Faults on
+// loopback: kill (SIGKILL, restarted after the hold), stop (SIGTERM, the
+// same), pause (SIGSTOP, SIGCONT after the hold), of any server (broker
+// master or replica, name server with its voter, address server) or
+// consumer. The checker is the drill's ledger: lost, duplicates, fenced
+// acknowledgements and order, after a final heal and drain.
+
+// Fault kinds.
+const (
+	FaultKill  = "kill"
+	FaultStop  = "stop"
+	FaultPause = "pause"
+)
+
+// AllFaults are the kinds the nemesis knows.
+var AllFaults = []string{FaultKill, FaultStop, FaultPause}
+
+// ChaosOptions turn the drill into a chaos campaign.
+type ChaosOptions struct {
+	// Duration is how long faults are injected; the drain follows.
+	Duration time.Duration
+	// Seed picks the faults; the same seed, cluster shape and duration
+	// give the same plan.
+	Seed uint64
+	// Faults limits the kinds (default AllFaults).
+	Faults []string
+	// Replay, if set, is a plan file (as written to the work directory's
+	// chaos-plan.json) to play instead of a seeded one.
+	Replay string
+}
+
+// ChaosEvent is one fault of a plan.
+type ChaosEvent struct {
+	At     Millis `json:"atMs"`   // after the faults began
+	Hold   Millis `json:"holdMs"` // how long the fault lasts
+	Kind   string `json:"kind"`
+	Target string `json:"target"` // e.g. idc1/broker, idc2/replica-of-broker-idc1, idc3/consumer
+}
+
+// ChaosPlan is what a campaign plays and records.
+type ChaosPlan struct {
+	Seed     uint64       `json:"seed"`
+	Duration Millis       `json:"durationMs"`
+	Events   []ChaosEvent `json:"events"`
+}
+
+// planChaos draws a plan: a fault every 1–4 s on a target not already
+// faulted, held 2–8 s, so faults overlap and recur; nothing is held past
+// the duration.
+func planChaos(seed uint64, duration time.Duration, kinds, targets []string) ChaosPlan {
+	rng := rand.New(rand.NewPCG(seed, 0x63686f73))
+	plan := ChaosPlan{Seed: seed, Duration: millis(duration)}
+	busyUntil := map[string]time.Duration{}
+	for at := time.Duration(0); ; {
+		at += time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
+		hold := 2*time.Second + time.Duration(rng.Int64N(int64(6*time.Second)))
+		if at+hold > duration {
+			break
+		}
+		target := targets[rng.IntN(len(targets))]
+		kind := kinds[rng.IntN(len(kinds))]
+		if busyUntil[target] > at {
+			continue
+		}
+		busyUntil[target] = at + hold
+		plan.Events = append(plan.Events, ChaosEvent{At: millis(at), Hold: millis(hold), Kind: kind, Target: target})
+	}
+	return plan
+}
+
+// readChaosPlan reads a plan file.
+func readChaosPlan(path string) (ChaosPlan, error) {
+	var p ChaosPlan
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return p, fmt.Errorf("drill: --replay: %w", err)
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		return p, fmt.Errorf("drill: --replay %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// faultable is a process the nemesis may fault: a server or a consumer.
+type faultable interface {
+	kill() error
+	terminate(grace time.Duration) error
+	signal(syscall.Signal) error
+	start(context.Context) error
+}
+
+// chaosTargets are the processes of the cluster by name.
+func (d *drill) chaosTargets() map[string]faultable {
+	out := map[string]faultable{}
+	for _, i := range d.cluster.idcs {
+		out[i.name+"/broker"] = i.broker
+		out[i.name+"/namesrv"] = i.namesrv
+		out[i.name+"/addrsrv"] = i.addrsrv
+		for _, r := range i.replicas {
+			out[i.name+"/replica-of-"+argAfter(r.args, "--name")] = r
+		}
+		if c := d.work.consumer(i.name); c != nil {
+			out[i.name+"/consumer"] = c
+		}
+	}
+	return out
+}
+
+// playChaos plays plan against the cluster and returns when every fault
+// has been undone.
+func (d *drill) playChaos(ctx context.Context, plan ChaosPlan) error {
+	targets := d.chaosTargets()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(plan.Events))
+	for _, e := range plan.Events {
+		p, ok := targets[e.Target]
+		if !ok {
+			return fmt.Errorf("drill: chaos plan names %s, which this cluster does not have", e.Target)
+		}
+		if err := sleepCtx(ctx, time.Until(start.Add(e.At.Duration()))); err != nil {
+			break
+		}
+		d.progress.setPhase(fmt.Sprintf("chaos %s: %s %s for %v", e.At.Duration().Round(time.Second), e.Kind, e.Target, e.Hold.Duration()))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.fault(ctx, p, e); err != nil {
+				errs <- fmt.Errorf("chaos %s %s: %w", e.Kind, e.Target, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return err
+	}
+	return ctx.Err()
+}
+
+// fault applies one fault, holds it, and undoes it.
+func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
+	var undo func(context.Context) error
+	switch e.Kind {
+	case FaultKill:
+		if err := p.kill(); err != nil {
+			return err
+		}
+		undo = p.start
+	case FaultStop:
+		if err := p.terminate(15 * time.Second); err != nil {
+			return err
+		}
+		undo = p.start
+	case FaultPause:
+		if err := p.signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		undo = func(context.Context) error { return p.signal(syscall.SIGCONT) }
+	default:
+		return fmt.Errorf("unknown fault %q (known: %v)", e.Kind, AllFaults)
+	}
+	sleepCtx(ctx, e.Hold.Duration())
+	// The heal runs even when ctx ended, so no process stays stopped.
+	return undo(context.WithoutCancel(ctx))
+}
+
+// chaosKinds checks --faults.
+func chaosKinds(faults []string) ([]string, error) {
+	if len(faults) == 0 {
+		return AllFaults, nil
+	}
+	for _, f := range faults {
+		if !slices.Contains(AllFaults, f) {
+			return nil, fmt.Errorf("drill: unknown fault %q (known: %v)", f, AllFaults)
+		}
+	}
+	return faults, nil
+}
+
+// argAfter is the value following flag in args ("" if absent).
+func argAfter(args []string, flag string) string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == flag {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// Duration is m as a time.Duration.
+func (m Millis) Duration() time.Duration { return time.Duration(m) * time.Millisecond }
+
+// ChaosSummary is a campaign's part of the report.
+type ChaosSummary struct {
+	Seed     uint64         `json:"seed"`
+	PlanFile string         `json:"planFile"`
+	Faults   int            `json:"faults"`
+	ByKind   map[string]int `json:"byKind"`
+	Duration Millis         `json:"durationMs"`
+}
+
+// runChaos draws (or reads) the plan, writes it to the work directory,
+// plays it and heals; the S1 window and the drain that follow are the
+// drill's as usual.
+func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
+	c := d.opts.Chaos
+	var plan ChaosPlan
+	if c.Replay != "" {
+		var err error
+		if plan, err = readChaosPlan(c.Replay); err != nil {
+			return nil, err
+		}
+	} else {
+		kinds, err := chaosKinds(c.Faults)
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for name := range d.chaosTargets() {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		plan = planChaos(c.Seed, c.Duration, kinds, names)
+	}
+	path := d.cluster.workDir + "/chaos-plan.json"
+	data, _ := json.MarshalIndent(plan, "", "  ")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return nil, err
+	}
+	d.progress.printf("chaos: %d faults over %v from seed %d; plan in %s", len(plan.Events), plan.Duration.Duration(), plan.Seed, path)
+	if err := d.playChaos(ctx, plan); err != nil {
+		return nil, err
+	}
+	sum := &ChaosSummary{Seed: plan.Seed, PlanFile: path, Faults: len(plan.Events), ByKind: map[string]int{}, Duration: plan.Duration}
+	for _, e := range plan.Events {
+		sum.ByKind[e.Kind]++
+	}
+	return sum, nil
+}

@@ -1,0 +1,55 @@
+package drill
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestChaosPlanIsSeededAndReplayable: one seed gives one plan; another
+// seed another; faults on one target never overlap, none outlasts the
+// campaign; a written plan reads back the same.
+func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
+	targets := []string{"idc1/broker", "idc1/namesrv", "idc2/broker", "idc2/consumer"}
+	a := planChaos(7, 2*time.Minute, AllFaults, targets)
+	b := planChaos(7, 2*time.Minute, AllFaults, targets)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("one seed gave two plans")
+	}
+	if reflect.DeepEqual(a.Events, planChaos(8, 2*time.Minute, AllFaults, targets).Events) {
+		t.Fatal("two seeds gave one plan")
+	}
+	if len(a.Events) < 10 {
+		t.Fatalf("%d faults in 2 minutes", len(a.Events))
+	}
+	end := map[string]Millis{}
+	kinds := map[string]int{}
+	for _, e := range a.Events {
+		if e.At < end[e.Target] {
+			t.Fatalf("faults overlap on %s at %v", e.Target, e.At)
+		}
+		end[e.Target] = e.At + e.Hold
+		if e.At+e.Hold > a.Duration {
+			t.Fatalf("a fault outlasts the campaign: %+v", e)
+		}
+		kinds[e.Kind]++
+	}
+	if len(kinds) != len(AllFaults) {
+		t.Fatalf("fault kinds drawn: %v", kinds)
+	}
+	path := filepath.Join(t.TempDir(), "chaos-plan.json")
+	data, _ := json.Marshal(a)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back, err := readChaosPlan(path)
+	if err != nil || !reflect.DeepEqual(back, a) {
+		t.Fatalf("replayed plan differs: %v", err)
+	}
+	if _, err := chaosKinds([]string{"kill", "meteor"}); err == nil {
+		t.Fatal("an unknown fault kind was accepted")
+	}
+}
