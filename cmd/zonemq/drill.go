@@ -60,6 +60,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			d = 3 * time.Minute
 		}
 		chaosOpts = &drill.ChaosOptions{Duration: d, Seed: *seed, Faults: splitList(*faults), Replay: *replay}
+		*duration = 10 * time.Second // the healthy window after the heal
 	}
 	if *output != "text" && *output != "json" {
 		return usagef("--output must be text or json, got %q", *output)
