@@ -46,7 +46,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"--duration (default 3m here), overlapping and recurring, then a heal, a drain and the ledger check;\n"+
 		"the plan is written to the work dir's chaos-plan.json (docs/disaster-recovery.md)")
 	seed := fs.Uint64("seed", 1, "with --chaos: the seed that picks the faults")
-	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause (default all)")
+	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause; with --netns also isolate, one-way\n(default all that apply)")
 	replay := fs.String("replay", "", "with --chaos: play this chaos-plan.json `file` instead of a seeded plan")
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err

@@ -22,15 +22,21 @@ import (
 // consumer. The checker is the drill's ledger: lost, duplicates, fenced
 // acknowledgements and order, after a final heal and drain.
 
-// Fault kinds.
+// Fault kinds: of a process, and (--netns) of the network between IDCs.
 const (
-	FaultKill  = "kill"
-	FaultStop  = "stop"
-	FaultPause = "pause"
+	FaultKill    = "kill"
+	FaultStop    = "stop"
+	FaultPause   = "pause"
+	FaultIsolate = "isolate" // an IDC cut from every other, both ways
+	FaultOneWay  = "one-way" // packets from one IDC to another dropped
 )
 
-// AllFaults are the kinds the nemesis knows.
-var AllFaults = []string{FaultKill, FaultStop, FaultPause}
+// AllFaults are the kinds the nemesis knows; network kinds need --netns.
+var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultIsolate, FaultOneWay}
+
+// networkFault reports whether kind cuts the network (one at a time: a
+// heal removes every cut).
+func networkFault(kind string) bool { return kind == FaultIsolate || kind == FaultOneWay }
 
 // ChaosOptions turn the drill into a chaos campaign.
 type ChaosOptions struct {
@@ -64,7 +70,11 @@ type ChaosPlan struct {
 // planChaos draws a plan: a fault every 1–4 s on a target not already
 // faulted, held 2–8 s, so faults overlap and recur; nothing is held past
 // the duration.
-func planChaos(seed uint64, duration time.Duration, kinds, targets []string) ChaosPlan {
+//
+// targets gives each kind's targets: process names for process faults,
+// "idcN" (isolate) and "idcA>idcB" (one-way) for network faults. Network
+// faults never overlap each other.
+func planChaos(seed uint64, duration time.Duration, kinds []string, targets func(kind string) []string) ChaosPlan {
 	rng := rand.New(rand.NewPCG(seed, 0x63686f73))
 	plan := ChaosPlan{Seed: seed, Duration: millis(duration)}
 	busyUntil := map[string]time.Duration{}
@@ -74,12 +84,20 @@ func planChaos(seed uint64, duration time.Duration, kinds, targets []string) Cha
 		if at+hold > duration {
 			break
 		}
-		target := targets[rng.IntN(len(targets))]
 		kind := kinds[rng.IntN(len(kinds))]
-		if busyUntil[target] > at {
+		ts := targets(kind)
+		if len(ts) == 0 {
 			continue
 		}
-		busyUntil[target] = at + hold
+		target := ts[rng.IntN(len(ts))]
+		busy := target
+		if networkFault(kind) {
+			busy = "network"
+		}
+		if busyUntil[busy] > at {
+			continue
+		}
+		busyUntil[busy] = at + hold
 		plan.Events = append(plan.Events, ChaosEvent{At: millis(at), Hold: millis(hold), Kind: kind, Target: target})
 	}
 	return plan
@@ -132,8 +150,11 @@ func (d *drill) playChaos(ctx context.Context, plan ChaosPlan) error {
 	errs := make(chan error, len(plan.Events))
 	for _, e := range plan.Events {
 		p, ok := targets[e.Target]
-		if !ok {
+		if !ok && !networkFault(e.Kind) {
 			return fmt.Errorf("drill: chaos plan names %s, which this cluster does not have", e.Target)
+		}
+		if networkFault(e.Kind) && (d.network == nil || d.network.topo == nil) {
+			return fmt.Errorf("drill: chaos plan has a %s fault, which needs --netns", e.Kind)
 		}
 		if err := sleepCtx(ctx, time.Until(start.Add(e.At.Duration()))); err != nil {
 			break
@@ -159,6 +180,25 @@ func (d *drill) playChaos(ctx context.Context, plan ChaosPlan) error {
 func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 	var undo func(context.Context) error
 	switch e.Kind {
+	case FaultIsolate, FaultOneWay:
+		topo := d.network.topo
+		var a, b int
+		var err error
+		if e.Kind == FaultIsolate {
+			_, err = fmt.Sscanf(e.Target, "idc%d", &a)
+			if err == nil {
+				err = topo.Isolate(ctx, a)
+			}
+		} else {
+			_, err = fmt.Sscanf(e.Target, "idc%d>idc%d", &a, &b)
+			if err == nil {
+				err = topo.CutOneWay(ctx, a, b)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		undo = topo.Heal
 	case FaultKill:
 		if err := p.kill(); err != nil {
 			return err
@@ -182,14 +222,23 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 	return undo(context.WithoutCancel(ctx))
 }
 
-// chaosKinds checks --faults.
-func chaosKinds(faults []string) ([]string, error) {
+// chaosKinds checks --faults; without a network of namespaces the network
+// kinds are left out (by default) or refused (when asked for).
+func chaosKinds(faults []string, netns bool) ([]string, error) {
 	if len(faults) == 0 {
-		return AllFaults, nil
+		for _, f := range AllFaults {
+			if netns || !networkFault(f) {
+				faults = append(faults, f)
+			}
+		}
+		return faults, nil
 	}
 	for _, f := range faults {
 		if !slices.Contains(AllFaults, f) {
 			return nil, fmt.Errorf("drill: unknown fault %q (known: %v)", f, AllFaults)
+		}
+		if networkFault(f) && !netns {
+			return nil, fmt.Errorf("drill: fault %q needs --netns", f)
 		}
 	}
 	return faults, nil
@@ -229,16 +278,32 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 			return nil, err
 		}
 	} else {
-		kinds, err := chaosKinds(c.Faults)
+		kinds, err := chaosKinds(c.Faults, d.network != nil && d.network.topo != nil)
 		if err != nil {
 			return nil, err
 		}
-		var names []string
+		var procs, isolate, oneWay []string
 		for name := range d.chaosTargets() {
-			names = append(names, name)
+			procs = append(procs, name)
 		}
-		slices.Sort(names)
-		plan = planChaos(c.Seed, c.Duration, kinds, names)
+		slices.Sort(procs)
+		for _, a := range d.cluster.idcs {
+			isolate = append(isolate, a.name)
+			for _, b := range d.cluster.idcs {
+				if a != b {
+					oneWay = append(oneWay, a.name+">"+b.name)
+				}
+			}
+		}
+		plan = planChaos(c.Seed, c.Duration, kinds, func(kind string) []string {
+			switch kind {
+			case FaultIsolate:
+				return isolate
+			case FaultOneWay:
+				return oneWay
+			}
+			return procs
+		})
 	}
 	path := d.cluster.workDir + "/chaos-plan.json"
 	data, _ := json.MarshalIndent(plan, "", "  ")

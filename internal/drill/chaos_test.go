@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -13,7 +14,15 @@ import (
 // seed another; faults on one target never overlap, none outlasts the
 // campaign; a written plan reads back the same.
 func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
-	targets := []string{"idc1/broker", "idc1/namesrv", "idc2/broker", "idc2/consumer"}
+	targets := func(kind string) []string {
+		switch kind {
+		case FaultIsolate:
+			return []string{"idc1", "idc2"}
+		case FaultOneWay:
+			return []string{"idc1>idc2", "idc2>idc1"}
+		}
+		return []string{"idc1/broker", "idc1/namesrv", "idc2/broker", "idc2/consumer"}
+	}
 	a := planChaos(7, 2*time.Minute, AllFaults, targets)
 	b := planChaos(7, 2*time.Minute, AllFaults, targets)
 	if !reflect.DeepEqual(a, b) {
@@ -28,10 +37,14 @@ func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 	end := map[string]Millis{}
 	kinds := map[string]int{}
 	for _, e := range a.Events {
-		if e.At < end[e.Target] {
-			t.Fatalf("faults overlap on %s at %v", e.Target, e.At)
+		key := e.Target
+		if networkFault(e.Kind) {
+			key = "network" // one cut at a time: a heal removes them all
 		}
-		end[e.Target] = e.At + e.Hold
+		if e.At < end[key] {
+			t.Fatalf("faults overlap on %s at %v", key, e.At)
+		}
+		end[key] = e.At + e.Hold
 		if e.At+e.Hold > a.Duration {
 			t.Fatalf("a fault outlasts the campaign: %+v", e)
 		}
@@ -49,7 +62,13 @@ func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(back, a) {
 		t.Fatalf("replayed plan differs: %v", err)
 	}
-	if _, err := chaosKinds([]string{"kill", "meteor"}); err == nil {
+	if _, err := chaosKinds([]string{"kill", "meteor"}, true); err == nil {
 		t.Fatal("an unknown fault kind was accepted")
+	}
+	if _, err := chaosKinds([]string{"isolate"}, false); err == nil {
+		t.Fatal("a network fault was accepted without --netns")
+	}
+	if k, _ := chaosKinds(nil, false); slices.ContainsFunc(k, networkFault) {
+		t.Fatalf("default kinds on loopback: %v", k)
 	}
 }
