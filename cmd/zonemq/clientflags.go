@@ -276,7 +276,7 @@ func pause(ctx context.Context, d time.Duration) bool {
 // withSwapHint adds a hint to err when the likely cause is an address
 // server given to --namesrv: an HTTP server never answers a remoting frame,
 // so the client only sees time-outs or closed connections. It asks each --namesrv address for
-// /healthz (half a second at most) only after such a failure, so a real
+// /healthz (two seconds at most) only after such a failure, so a real
 // name server never gets an HTTP request.
 func withSwapHint(cfg client.ClientConfig, err error) error {
 	if err == nil || len(cfg.AddrsrvURLs) > 0 {
@@ -285,7 +285,7 @@ func withSwapHint(cfg client.ClientConfig, err error) error {
 	if msg := err.Error(); !strings.Contains(msg, "timed out") && !strings.Contains(msg, "connection closed") {
 		return err
 	}
-	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	hc := &http.Client{Timeout: 2 * time.Second}
 	for _, addr := range cfg.NamesrvAddrs {
 		resp, herr := hc.Get("http://" + addr + "/healthz")
 		if herr != nil {

@@ -137,7 +137,9 @@ func TestDocsCommandsRun(t *testing.T) {
 		case "dev-ctl":
 			out = append([]string{"dev-ctl", "--control", rd.url}, out[1:]...)
 		case "consume":
-			out = append(out, "--duration", "1s")
+			// Long enough to take its queues and commit on the way out,
+			// so the group is known to the admin commands after it.
+			out = append(out, "--duration", "3s")
 		}
 		return out, true
 	}
@@ -148,8 +150,12 @@ func TestDocsCommandsRun(t *testing.T) {
 			testutil.True(t, known, dc.where, "names no zonemq command", dc.args)
 			continue
 		}
-		r := cli(t, args...)
-		testutil.Equal(t, r.code, 0, dc.where, strings.Join(dc.args, " "), r.stderr)
+		testutil.Eventually(t, 20*time.Second, func() error {
+			if r := cli(t, args...); r.code != 0 {
+				return fmt.Errorf("%s: %s exited %d: %s", dc.where, strings.Join(dc.args, " "), r.code, r.stderr)
+			}
+			return nil
+		})
 	}
 
 	// README's client commands with every server of idc1 down.
