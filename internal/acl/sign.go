@@ -3,13 +3,13 @@ package acl
 import (
 	"crypto/hmac"
 	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/zonemq/zonemq/internal/member"
 )
 
 // The ext fields RocketMQ ACL 1.0 clients add to every request
@@ -86,33 +86,15 @@ func Sign(code int32, ext map[string]string, body []byte, accessKey, secretKey s
 	ext[ExtSignature] = signature(signedContent(ext, body, ""), secretKey)
 }
 
-// bindMAC is ExtRequestMAC: HMAC-SHA256 with the account's secret over the
-// code, every ext field but Signature, SecurityToken and ExtRequestMAC as
-// length-prefixed key and value in sorted key order, then the body.
+// bindMAC is ExtRequestMAC: member.FramedMAC with the account's secret over
+// the code, every ext field but Signature, SecurityToken and ExtRequestMAC,
+// and the body.
 func bindMAC(code int32, ext map[string]string, body []byte, secretKey string) []byte {
-	keys := make([]string, 0, len(ext))
-	for k := range ext {
-		if k != ExtSignature && k != ExtSecurityToken && k != ExtRequestMAC {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	m := hmac.New(sha256.New, []byte(secretKey))
-	var n [8]byte
-	binary.BigEndian.PutUint32(n[:4], uint32(code))
-	m.Write(n[:4])
-	put := func(b []byte) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		m.Write(n[:])
-		m.Write(b)
-	}
-	for _, k := range keys {
-		put([]byte(k))
-		put([]byte(ext[k]))
-	}
-	put(body)
-	return m.Sum(nil)
+	return member.FramedMAC([]byte(secretKey), code, ext, bindSkips, body)
 }
+
+// bindSkips are the fields bindMAC leaves out.
+var bindSkips = map[string]bool{ExtSignature: true, ExtSecurityToken: true, ExtRequestMAC: true}
 
 // checkBinding checks the code and time a zonemq signer bound into a
 // request. A request with neither (a stock RocketMQ client) is unbound:

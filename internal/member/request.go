@@ -72,18 +72,24 @@ func (s *Secret) Verify(code int32, ext map[string]string, body []byte, now time
 	return nil
 }
 
-// mac is HMAC-SHA256 over a framing that cannot be shifted between parts:
-// code, then each signed field as length-prefixed key and value in sorted
-// key order (ExtTime among them), then the body's length and bytes.
+// mac is the member MAC of a request (FramedMAC with the request key).
 func (s *Secret) mac(code int32, ext map[string]string, body []byte) []byte {
+	return FramedMAC(s.requestKey, code, ext, unsigned, body)
+}
+
+// FramedMAC is HMAC-SHA256 with key over a framing that cannot be shifted
+// between its parts: the code, then each ext field not in skip as
+// length-prefixed key and value in sorted key order, then the body's length
+// and bytes. The ACL's binding of code and time uses it too.
+func FramedMAC(key []byte, code int32, ext map[string]string, skip map[string]bool, body []byte) []byte {
 	keys := make([]string, 0, len(ext))
 	for k := range ext {
-		if !unsigned[k] {
+		if !skip[k] {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
-	m := hmac.New(sha256.New, s.requestKey)
+	m := hmac.New(sha256.New, key)
 	var n [8]byte
 	binary.BigEndian.PutUint32(n[:4], uint32(code))
 	m.Write(n[:4])
