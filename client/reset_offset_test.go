@@ -116,8 +116,20 @@ func TestClientResetOffsetRocketMQGo(t *testing.T) {
 		}
 	}()
 	testutil.Eventually(t, 30*time.Second, got.atLeast("rocketmq-client-go", keys, 1))
+	// The client's reset races with its own pull goroutine (see above): a
+	// queue may keep the offset the pull wrote after the reset. So a
+	// second reset is allowed when the first did not take everywhere.
 	resetWhileRunning(t, c, topic, group)
-	testutil.Eventually(t, 40*time.Second, got.atLeast("rocketmq-client-go", keys, 2))
+	done := got.atLeast("rocketmq-client-go", keys, 2)
+	deadline := time.Now().Add(30 * time.Second)
+	for done() != nil && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := done(); err != nil {
+		t.Logf("after the first reset: %v; resetting again", err)
+		resetWhileRunning(t, c, topic, group)
+	}
+	testutil.Eventually(t, 40*time.Second, done)
 }
 
 // TestClientResetOffsetChild is TestClientResetOffsetRocketMQGo's child
