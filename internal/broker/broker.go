@@ -89,21 +89,19 @@ type Server struct {
 	instance  string         // this data directory's id (instance.go)
 	storeHost netip.AddrPort // the same, stamped into every record
 
-	topics   *topicTable
-	groups   *subscriptionGroupTable
-	registry *clientRegistry
-	pulls    *pullHolder
-	// pullGatesMu guards making a connection's pull gate (pullgate.go).
-	pullGatesMu sync.Mutex
-	namesrvs    *registrar
-	acl         *acl.Checker // nil: ACL off
-	notifyCh    chan string  // consumer groups whose membership changed
-	gate        gate
-	bootTime    time.Time
-	putCount    atomic.Int64
-	pullCount   atomic.Int64
-	metrics     *brokerMetrics    // metrics.go
-	metricsEP   *metrics.Endpoint // --metrics-listen; nil when unset
+	topics    *topicTable
+	groups    *subscriptionGroupTable
+	registry  *clientRegistry
+	pulls     *pullHolder
+	namesrvs  *registrar
+	acl       *acl.Checker // nil: ACL off
+	notifyCh  chan string  // consumer groups whose membership changed
+	gate      gate
+	bootTime  time.Time
+	putCount  atomic.Int64
+	pullCount atomic.Int64
+	metrics   *brokerMetrics    // metrics.go
+	metricsEP *metrics.Endpoint // --metrics-listen; nil when unset
 
 	// repl is the broker's part in its group: role, epochs, replicas
 	// (replication*.go). writesInFlight counts puts between the role check
@@ -278,7 +276,10 @@ func New(opts Options) (*Server, error) {
 	s.namesrvs = newRegistrar(s)
 	s.namesrvs.setAddrs(opts.NamesrvAddrs, nil)
 
-	rs.OnConnect(func(c *remoting.Conn) { c.OnClose(s.connClosed) })
+	rs.OnConnect(func(c *remoting.Conn) {
+		setPullGate(c)
+		c.OnClose(s.connClosed)
+	})
 	s.registerHandlers()
 	if err := s.registerExtraHandlers(); err != nil {
 		return fail(err)

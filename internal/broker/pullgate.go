@@ -44,13 +44,18 @@ func (s *Server) enterPullGate(c *remoting.Conn) (*pullGate, bool) {
 
 func (g *pullGate) leave() { <-g.slots }
 
-// connPullGate returns c's gate, made on first use.
+// connPullGate returns c's gate, made when c was accepted (broker.go's
+// OnConnect hook), so a pull pays one read of the connection's values and no
+// broker-wide lock.
 func (s *Server) connPullGate(c *remoting.Conn) *pullGate {
-	s.pullGatesMu.Lock()
-	defer s.pullGatesMu.Unlock()
 	if g, ok := c.Value(pullGateKey{}).(*pullGate); ok {
 		return g
 	}
+	return setPullGate(c) // a connection made before the hook (none in practice)
+}
+
+// setPullGate gives c its gate.
+func setPullGate(c *remoting.Conn) *pullGate {
 	g := &pullGate{slots: make(chan struct{}, pullBuilders)}
 	c.SetValue(pullGateKey{}, g)
 	return g

@@ -452,7 +452,7 @@ func checkTruncation(mine []protocol.EpochEntry, end int64, rh protocol.ReplicaH
 		return fmt.Errorf("the master's history %v has no epoch up to this broker's last epoch %d: unrelated histories", theirs, last)
 	}
 	proven := min(end, ended)
-	if rh.TruncateTo != min(end, rh.TruncateTo) || rh.TruncateTo != proven {
+	if rh.TruncateTo != proven {
 		return fmt.Errorf("the master asks to keep %d bytes, its history proves %d", rh.TruncateTo, proven)
 	}
 	if proven < end && rh.Epoch == last {
