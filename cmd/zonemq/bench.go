@@ -239,7 +239,7 @@ func benchCluster(ctx context.Context, o benchOptions, stderr io.Writer) (client
 	return cfg, func() { c.Close() }, nil
 }
 
-// benchRun is one benchmark: its clients, counters and histograms.
+// writeAllocProfile writes the allocation profile for --memprofile; a
 // failure is reported but does not fail the run.
 func writeAllocProfile(path string, stderr io.Writer) {
 	f, err := os.Create(path)

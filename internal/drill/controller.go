@@ -72,7 +72,7 @@ func (v *controllerView) status(ctx context.Context) (*protocol.ControllerStatus
 	return nil, errors.Join(errs...)
 }
 
-// group finds a group in a status.
+// statusGroup finds a group in a status.
 func statusGroup(st *protocol.ControllerStatus, name string) *protocol.ControllerGroup {
 	for i := range st.Groups {
 		if st.Groups[i].BrokerName == name {

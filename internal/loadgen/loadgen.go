@@ -77,6 +77,7 @@ func Run(ctx context.Context, o Options, cfg client.ClientConfig, progress io.Wr
 // oneLine folds an error's text onto one line.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// runner is one benchmark: its clients, counters and histograms.
 type runner struct {
 	o      Options
 	cfg    client.ClientConfig
@@ -799,7 +800,7 @@ func rates(messages, bytes int64, secs float64) (msgsPerSec, mbPerSec float64) {
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
 
-// text renders the report for people.
+// Text renders the report for people.
 func (rep *Report) Text() string {
 	var b strings.Builder
 	where := "the given cluster"
@@ -837,7 +838,7 @@ func (rep *Report) Text() string {
 	return b.String()
 }
 
-// errorSummary is the one-line reason of a run with errors.
+// ErrorSummary is the one-line reason of a run with errors.
 func (rep *Report) ErrorSummary() string {
 	var parts []string
 	if rep.Send != nil && rep.Send.Errors > 0 {
@@ -849,8 +850,6 @@ func (rep *Report) ErrorSummary() string {
 	}
 	return strings.Join(parts, "; ")
 }
-
-// writeAllocProfile writes the allocation profile for --memprofile; a
 
 // pause waits d, or less if ctx ends; false if it did.
 func pause(ctx context.Context, d time.Duration) bool {
