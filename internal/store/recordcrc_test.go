@@ -15,23 +15,6 @@ import (
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
-// flipNeedle flips a bit of needle's third byte at its first occurrence
-// from position from of the commit-log segment path ('i' becomes 'I': a
-// name stays a valid topic name and a key a valid key).
-func flipNeedle(t *testing.T, path, needle string, from int64) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	testutil.NoError(t, err)
-	at := bytes.Index(b[from:], []byte(needle))
-	testutil.True(t, at >= 0, "the needle occurs: "+needle)
-	at += int(from)
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	testutil.NoError(t, err)
-	defer f.Close()
-	_, err = f.WriteAt([]byte{b[at+2] ^ 0x20}, int64(at+2))
-	testutil.NoError(t, err)
-}
-
 // The attack: a byte flipped on disk in a stored topic name, property or
 // key (none of which BODYCRC covers) was served — the topic flip to a
 // consumer of the wrong topic. Now no read serves such a record: pulls get
@@ -50,7 +33,7 @@ func TestStoreFlippedTopicPropertyKeyNotServed(t *testing.T) {
 			before := mustPut(t, s, newMsg(tc.topic, 0, "first", nil))
 			bad := mustPut(t, s, newMsg(tc.topic, 0, "second", map[string]string{"KEYS": tc.key, "color": "crimson"}))
 			mustPut(t, s, newMsg(tc.topic, 0, "third", nil))
-			flipNeedle(t, segmentFiles(t, o.Dir)[0], tc.needle, bad.CommitLogOffset)
+			testutil.FlipAfter(t, segmentFiles(t, o.Dir)[0], []byte(tc.needle), bad.CommitLogOffset)
 
 			res := s.GetMessages(tc.topic, 0, 0, 32, 0, nil)
 			testutil.Equal(t, res.Status, Found)
@@ -90,7 +73,7 @@ func TestStoreRecoveryFlippedTopicNotDispatched(t *testing.T) {
 	mustPut(t, s, newMsg("FlipTopic", 0, "victim", nil))
 	flushDerived(t, s)
 	s.abandon()
-	flipNeedle(t, segmentFiles(t, o.Dir)[0], "FlipTopic", 0)
+	testutil.FlipAfter(t, segmentFiles(t, o.Dir)[0], []byte("FlipTopic"), 0)
 
 	_, err := Open(o)
 	testutil.ErrorIs(t, err, ErrCorrupt)
