@@ -8,7 +8,8 @@ package zonemq_test
 //     and this module (rocketmq-client-go is a test-only peer, docs/deps.md),
 //     except the modules allowedThirdParty names for its package;
 //   - nothing but tests imports internal/testutil;
-//   - the public client package shows no internal type in its exported API.
+//   - the public client packages (client, client/admin) show no internal
+//     type in their exported API.
 //
 // Test files are exempt: tests may import whatever they need. A package in
 // the table that does not exist yet is skipped; a package that exists but
@@ -44,16 +45,19 @@ var (
 // package may import directly. Anything else from this module is a
 // violation.
 var allowedImports = map[string][]string{
-	"internal/remoting":   {},
-	"internal/protocol":   {"internal/remoting"},
-	"internal/store":      {"internal/protocol"},
-	"internal/idc":        {},
-	"internal/namesrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/member", "internal/metrics"},
-	"internal/broker":     {"internal/remoting", "internal/protocol", "internal/store", "internal/idc", "internal/filter", "internal/acl", "internal/member", "internal/metrics"},
-	"internal/addrsrv":    {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/member", "internal/metrics"},
-	"client":              {"internal/remoting", "internal/protocol", "internal/idc", "internal/filter", "internal/acl", "internal/member"},
-	"internal/devcluster": append(slices.Clone(servers), "internal/store", "client", "internal/controller", "internal/member"),
-	"cmd/zonemq": append(slices.Clone(servers), "internal/devcluster", "client", "internal/protocol", "internal/acl", "internal/console",
+	"internal/remoting": {},
+	"internal/protocol": {"internal/remoting"},
+	"internal/store":    {"internal/protocol"},
+	"internal/idc":      {},
+	"internal/namesrv":  {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/member", "internal/metrics"},
+	"internal/broker":   {"internal/remoting", "internal/protocol", "internal/store", "internal/idc", "internal/filter", "internal/acl", "internal/member", "internal/metrics"},
+	"internal/addrsrv":  {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/member", "internal/metrics"},
+	"client":            {"internal/remoting", "internal/protocol", "internal/idc", "internal/filter", "internal/acl", "internal/member"},
+	// The admin API (issue 26), beside the SDK as rocketmq-client-go's
+	// admin/ and franz-go's kadm: built on client.Conn, never the reverse.
+	"client/admin":        {"client", "internal/protocol", "internal/idc"},
+	"internal/devcluster": append(slices.Clone(servers), "internal/store", "client", "client/admin", "internal/controller", "internal/member"),
+	"cmd/zonemq": append(slices.Clone(servers), "internal/devcluster", "client", "client/admin", "internal/protocol", "internal/acl", "internal/console",
 		// Not in §5 yet (issue 12): the TLS flag parsing and configs.
 		"internal/remoting",
 		// Not in §5 yet: the disaster drill and the controller (see
@@ -72,7 +76,7 @@ var allowedImports = map[string][]string{
 	// places processes and sockets in an IDC's network namespace).
 	// In controller mode it reads and drives the controller as the
 	// operator's admin tool does (internal/controller's client).
-	"internal/drill": {"client", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller", "internal/member"},
+	"internal/drill": {"client", "client/admin", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller", "internal/member"},
 	// The drill's checker (issue 10): a leaf over plain records, reusable
 	// by any test that keeps a ledger of acknowledgements and deliveries.
 	"internal/ledger": {},
@@ -81,7 +85,7 @@ var allowedImports = map[string][]string{
 	"internal/controller": {"internal/remoting", "internal/protocol", "internal/acl", "internal/member"},
 	// The load generator behind `zonemq bench` (issue 26): a client
 	// application, held to the public SDK like the drill.
-	"internal/loadgen": {"client", "internal/protocol"},
+	"internal/loadgen": {"client", "client/admin", "internal/protocol"},
 	// Cluster-member authentication (issue 22): the cluster secret's
 	// request MAC and the derived mutual TLS. Standard library only.
 	"internal/member": {},
@@ -96,8 +100,8 @@ var allowedImports = map[string][]string{
 	"client/clientmetrics": {"client"},
 	// Not in §5 yet (issue 14). The web console is a client application:
 	// it sees the cluster through the address servers' HTTP API and the
-	// public client's Admin, never through server packages.
-	"internal/console": {"client", "internal/protocol"},
+	// public client's admin API, never through server packages.
+	"internal/console": {"client", "client/admin", "internal/protocol"},
 }
 
 // prometheusClient is the module of prometheus/client_golang.
@@ -223,19 +227,21 @@ func TestLayeringImportTable(t *testing.T) {
 	}
 }
 
-// TestLayeringClientAPI checks the public SDK's exported API for types from
-// internal packages, which users could not name.
+// TestLayeringClientAPI checks the public SDK's exported API, and its admin
+// API's, for types from internal packages, which users could not name.
 func TestLayeringClientAPI(t *testing.T) {
 	if _, err := os.Stat("client"); err != nil {
 		t.Skip("no client package yet")
 	}
-	imp := exportImporter(t, "./client")
-	pkg, err := imp.Import(modulePath + "/client")
-	if err != nil {
-		t.Fatalf("loading the client package's export data: %v", err)
-	}
-	for _, leak := range internalTypesInAPI(pkg) {
-		t.Errorf("client's exported API shows an internal type: %s", leak)
+	imp := exportImporter(t, "./client", "./client/admin")
+	for _, path := range []string{"client", "client/admin"} {
+		pkg, err := imp.Import(modulePath + "/" + path)
+		if err != nil {
+			t.Fatalf("loading the %s package's export data: %v", path, err)
+		}
+		for _, leak := range internalTypesInAPI(pkg) {
+			t.Errorf("%s's exported API shows an internal type: %s", path, leak)
+		}
 	}
 }
 

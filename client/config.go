@@ -28,9 +28,9 @@ const (
 
 // ClientConfig is what every zonemq client needs: where to find the name
 // servers, its own IDC and its timings. It is embedded in ProducerConfig,
-// ConsumerConfig, PullConsumerConfig and AdminConfig. A ClientConfig is read
-// by the constructor and not retained by reference; changing it afterwards
-// has no effect.
+// ConsumerConfig, PullConsumerConfig and client/admin's Config. A
+// ClientConfig is read by the constructor and not retained by reference;
+// changing it afterwards has no effect.
 type ClientConfig struct {
 	// AddrsrvURLs are base URLs of address servers, e.g.
 	// "http://127.0.1.1:18080". The client asks them (in order, first answer

@@ -25,7 +25,7 @@ const (
 
 // core is the machinery every client type shares: the connections, the
 // name-server list with its heartbeats, and the route table. Each Producer,
-// PushConsumer, PullConsumer and Admin owns one core; nothing is shared
+// PushConsumer, PullConsumer and Conn owns one core; nothing is shared
 // between clients, so one client's shutdown never disturbs another.
 type core struct {
 	cfg    ClientConfig

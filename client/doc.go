@@ -1,6 +1,7 @@
-// Package client is zonemq's Go SDK: a Producer, a PushConsumer, a
-// PullConsumer and an Admin that speak RocketMQ's remoting protocol and know
-// about IDCs (data centres).
+// Package client is zonemq's Go SDK: a Producer, a PushConsumer and a
+// PullConsumer that speak RocketMQ's remoting protocol and know about IDCs
+// (data centres), and Conn, the connection core that tools such as the
+// admin API (package client/admin) are built on.
 //
 // Every client is configured with its own IDC and with the address servers
 // (or name servers) to ask. It keeps its traffic inside its own IDC while
@@ -21,7 +22,7 @@
 //     its brokers' queues, and give them back when it returns.
 //
 // A client is created with a constructor that validates its config
-// (NewProducer, NewPushConsumer, NewPullConsumer, NewAdmin), started with
+// (NewProducer, NewPushConsumer, NewPullConsumer, NewConn), started with
 // Start and stopped with Shutdown. All exported methods are safe for
 // concurrent use unless their documentation says otherwise. Every call that
 // does I/O takes a context.Context first; its deadline and cancellation are

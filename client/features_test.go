@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/devcluster"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
@@ -102,7 +103,7 @@ func TestClientZoneMode(t *testing.T) {
 	cc := clientConfig(c, 1)
 	cc.ZoneMode = true
 	p := newProducer(t, cc)
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: cc})
+	adm, err := admin.New(admin.Config{ClientConfig: cc})
 	testutil.NoError(t, err)
 	testutil.NoError(t, adm.Start(context.Background()))
 	defer adm.Shutdown(context.Background())
@@ -204,7 +205,7 @@ func TestClientPullConsumer(t *testing.T) {
 func TestClientAdmin(t *testing.T) {
 	c := startCluster(t, 2)
 	ctx := context.Background()
-	a, err := client.NewAdmin(client.AdminConfig{ClientConfig: clientConfig(c, 1)})
+	a, err := admin.New(admin.Config{ClientConfig: clientConfig(c, 1)})
 	testutil.NoError(t, err)
 	testutil.NoError(t, a.Start(ctx))
 	defer a.Shutdown(ctx)
@@ -220,7 +221,7 @@ func TestClientAdmin(t *testing.T) {
 	}
 
 	const topic = "AdminTopic"
-	testutil.NoError(t, a.CreateTopic(ctx, client.TopicSpec{Topic: topic, Queues: 3}))
+	testutil.NoError(t, a.CreateTopic(ctx, admin.TopicSpec{Topic: topic, Queues: 3}))
 	testutil.Eventually(t, 5*time.Second, func() error {
 		r, err := a.TopicRoute(ctx, topic)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/devcluster"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
@@ -48,11 +49,11 @@ func createTopic(t *testing.T, c *devcluster.Cluster, topic string, queues int) 
 	t.Helper()
 	ctx := context.Background()
 	for i, ns := range c.NamesrvAddrs() {
-		adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns}, Logger: testLogger()}})
+		adm, err := admin.New(admin.Config{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns}, Logger: testLogger()}})
 		testutil.NoError(t, err)
 		testutil.NoError(t, adm.Start(ctx))
 		if i == 0 {
-			testutil.NoError(t, adm.CreateTopic(ctx, client.TopicSpec{Topic: topic, Queues: queues}), "CreateTopic")
+			testutil.NoError(t, adm.CreateTopic(ctx, admin.TopicSpec{Topic: topic, Queues: queues}), "CreateTopic")
 		}
 		testutil.Eventually(t, 10*time.Second, func() error {
 			r, err := adm.TopicRoute(ctx, topic)

@@ -18,7 +18,7 @@ import (
 // OrderPolicy says what SendOrderly does when the broker holding the
 // queue a message maps to is down. It is set per topic in the name
 // servers' KV config, namespace OrderPolicyNamespace, key the topic
-// (Admin.SetOrderPolicy, or zonemq admin kv put).
+// (admin.Client.SetOrderPolicy, or zonemq admin kv put).
 type OrderPolicy string
 
 const (
@@ -48,15 +48,6 @@ const orderPolicyTTL = 10 * time.Second
 // ErrOrderedQueueUnavailable is the error of an ordered send under
 // OrderStrict whose queue's broker is down (errors.Is on the SendError).
 var ErrOrderedQueueUnavailable = errors.New("zonemq client: the ordered queue's broker is unavailable (strict order policy)")
-
-// SetOrderPolicy sets topic's order policy on every name server of every
-// IDC.
-func (a *Admin) SetOrderPolicy(ctx context.Context, topic string, p OrderPolicy) error {
-	if p != OrderAvailable && p != OrderStrict {
-		return &ConfigError{"OrderPolicy", fmt.Sprintf("%q is neither %q nor %q", p, OrderAvailable, OrderStrict)}
-	}
-	return a.PutKV(ctx, OrderPolicyNamespace, topic, string(p))
-}
 
 // orderPolicies caches the topics' policies and, for strict topics, the
 // queues ever seen, so a key keeps its queue when a broker leaves the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -20,7 +21,7 @@ func TestClientOrderPolicy(t *testing.T) {
 	createTopic(t, c, "StrictOrders", 2)
 	createTopic(t, c, "LooseOrders", 2)
 	cc := clientConfig(c, 1)
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: cc})
+	adm, err := admin.New(admin.Config{ClientConfig: cc})
 	testutil.NoError(t, err)
 	testutil.NoError(t, adm.Start(ctx))
 	t.Cleanup(func() { adm.Shutdown(context.Background()) })

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/broker"
 	"github.com/zonemq/zonemq/internal/devcluster"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -71,11 +72,11 @@ func TestPlannedSwitchoverReplaysNothing(t *testing.T) {
 	testutil.Equal(t, res[0].BrokerName, devcluster.BrokerName(1))
 	rec.waitAll(t, keys, 15*time.Second)
 
-	admin, err := client.NewAdmin(client.AdminConfig{ClientConfig: clientConfig(c, 1)})
-	testutil.NoError(t, err, "NewAdmin")
-	testutil.NoError(t, admin.Start(ctx))
-	t.Cleanup(func() { admin.Shutdown(context.Background()) })
-	_, err = admin.SwitchMaster(ctx, devcluster.BrokerName(1), 1, false, 5*time.Second)
+	adm, err := admin.New(admin.Config{ClientConfig: clientConfig(c, 1)})
+	testutil.NoError(t, err, "admin.New")
+	testutil.NoError(t, adm.Start(ctx))
+	t.Cleanup(func() { adm.Shutdown(context.Background()) })
+	_, err = adm.SwitchMaster(ctx, devcluster.BrokerName(1), 1, false, 5*time.Second)
 	testutil.NoError(t, err, "switchover")
 
 	var after []string

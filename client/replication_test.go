@@ -12,6 +12,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/broker"
 	"github.com/zonemq/zonemq/internal/devcluster"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -130,15 +131,15 @@ func TestProducerFollowsTheNewMasterWithinASend(t *testing.T) {
 	testutil.NoError(t, err, "send before the switchover")
 	testutil.Equal(t, before.BrokerName, group, "idc1's producer sends to idc1's group")
 
-	admin, err := client.NewAdmin(client.AdminConfig{ClientConfig: clientConfig(c, 1)})
-	testutil.NoError(t, err, "NewAdmin")
-	testutil.NoError(t, admin.Start(ctx))
-	t.Cleanup(func() { admin.Shutdown(context.Background()) })
-	_, err = admin.SwitchMaster(ctx, group, 1, false, 5*time.Second)
+	adm, err := admin.New(admin.Config{ClientConfig: clientConfig(c, 1)})
+	testutil.NoError(t, err, "admin.New")
+	testutil.NoError(t, adm.Start(ctx))
+	t.Cleanup(func() { adm.Shutdown(context.Background()) })
+	_, err = adm.SwitchMaster(ctx, group, 1, false, 5*time.Second)
 	testutil.NoError(t, err, "switchover")
 	// The name servers list the new master once it registers.
 	testutil.Eventually(t, 10*time.Second, func() error {
-		r, err := admin.TopicRoute(ctx, topic)
+		r, err := adm.TopicRoute(ctx, topic)
 		if err != nil {
 			return err
 		}

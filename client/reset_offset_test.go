@@ -17,6 +17,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/devcluster"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
@@ -170,12 +171,12 @@ func TestClientResetOffsetChild(t *testing.T) {
 // a consumer.
 func resetWhileRunning(t *testing.T, c *devcluster.Cluster, topic, group string) {
 	t.Helper()
-	admin, err := client.NewAdmin(client.AdminConfig{ClientConfig: clientConfig(c, 1)})
+	adm, err := admin.New(admin.Config{ClientConfig: clientConfig(c, 1)})
 	testutil.NoError(t, err)
-	testutil.NoError(t, admin.Start(context.Background()))
-	defer admin.Shutdown(context.Background())
+	testutil.NoError(t, adm.Start(context.Background()))
+	defer adm.Shutdown(context.Background())
 	testutil.Eventually(t, 15*time.Second, func() error {
-		qs, err := admin.GroupOffsets(context.Background(), group, topic)
+		qs, err := adm.GroupOffsets(context.Background(), group, topic)
 		if err != nil {
 			return err
 		}
@@ -186,7 +187,7 @@ func resetWhileRunning(t *testing.T, c *devcluster.Cluster, topic, group string)
 		}
 		return nil
 	})
-	rows, err := admin.ResetOffsets(context.Background(), group, topic, client.ResetTarget{Earliest: true})
+	rows, err := adm.ResetOffsets(context.Background(), group, topic, admin.ResetTarget{Earliest: true})
 	testutil.NoError(t, err)
 	testutil.Equal(t, len(rows), 4) // 2 queues on each of 2 brokers
 	for _, r := range rows {
@@ -223,12 +224,12 @@ func TestClientResetOffsetPullConsumer(t *testing.T) {
 	_, err = pc.FetchQueues(ctx, topic) // the group is announced to the topic's brokers from now on
 	testutil.NoError(t, err)
 
-	admin, err := client.NewAdmin(client.AdminConfig{ClientConfig: clientConfig(c, 1)})
+	adm, err := admin.New(admin.Config{ClientConfig: clientConfig(c, 1)})
 	testutil.NoError(t, err)
-	testutil.NoError(t, admin.Start(ctx))
-	defer admin.Shutdown(ctx)
+	testutil.NoError(t, adm.Start(ctx))
+	defer adm.Shutdown(ctx)
 	testutil.Eventually(t, 15*time.Second, func() error {
-		rows, err := admin.ResetOffsets(ctx, group, topic, client.ResetTarget{Latest: true})
+		rows, err := adm.ResetOffsets(ctx, group, topic, admin.ResetTarget{Latest: true})
 		if err != nil {
 			return err
 		}

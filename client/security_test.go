@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/broker"
 	"github.com/zonemq/zonemq/internal/devcluster"
 	"github.com/zonemq/zonemq/internal/namesrv"
@@ -47,11 +48,11 @@ func TestSDKACLCredentials(t *testing.T) {
 
 	const topic = "SdkAclTopic"
 	adminCfg := clientConfig(c, 1)
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: adminCfg})
+	adm, err := admin.New(admin.Config{ClientConfig: adminCfg})
 	testutil.NoError(t, err)
 	testutil.NoError(t, adm.Start(ctx))
 	t.Cleanup(func() { adm.Shutdown(context.Background()) })
-	testutil.NoError(t, adm.CreateTopic(ctx, client.TopicSpec{Topic: topic, Queues: 2}), "CreateTopic")
+	testutil.NoError(t, adm.CreateTopic(ctx, admin.TopicSpec{Topic: topic, Queues: 2}), "CreateTopic")
 	testutil.Eventually(t, 10*time.Second, func() error {
 		_, err := adm.TopicRoute(ctx, topic)
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 func init() {
@@ -102,13 +103,13 @@ func adminUsage(w io.Writer) {
 }
 
 // adminSession is what every admin command shares: its flags, the parsed
-// output format and, once connected, the SDK's Admin.
+// output format and, once connected, the SDK's admin client.
 type adminSession struct {
 	fs     *flag.FlagSet
 	cf     *clientFlags
 	output string
 	stderr io.Writer
-	admin  *client.Admin
+	admin  *admin.Client
 	cfg    client.ClientConfig // as connect parsed it
 }
 
@@ -141,13 +142,13 @@ func (s *adminSession) parse(args []string, check func() error) (client.ClientCo
 	return cfg, nil
 }
 
-// connect parses args and starts an Admin; the caller defers s.close.
+// connect parses args and starts an admin client; the caller defers s.close.
 func (s *adminSession) connect(ctx context.Context, args []string, check func() error) error {
 	cfg, err := s.parse(args, check)
 	if err != nil {
 		return err
 	}
-	a, err := client.NewAdmin(client.AdminConfig{ClientConfig: cfg})
+	a, err := admin.New(admin.Config{ClientConfig: cfg})
 	if err != nil {
 		return clientError(err)
 	}

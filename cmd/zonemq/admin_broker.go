@@ -7,7 +7,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 // switchJSON is `admin broker switch --output json`.
@@ -124,7 +124,7 @@ func runAdminBrokerStatus(ctx context.Context, args []string, stdout, stderr io.
 // given, or a broker name (what `admin cluster` shows first, and so what
 // people paste) for the address of that group's live master, else of its
 // lowest live replica.
-func brokerAddr(ctx context.Context, a *client.Admin, v string) (string, error) {
+func brokerAddr(ctx context.Context, a *admin.Client, v string) (string, error) {
 	if _, _, err := net.SplitHostPort(v); err == nil {
 		return v, nil
 	}
@@ -132,7 +132,7 @@ func brokerAddr(ctx context.Context, a *client.Admin, v string) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("--broker %s is not host:port, and the broker list to look it up as a name failed: %s", v, oneLine(err.Error()))
 	}
-	best := client.BrokerStatus{ID: -1}
+	best := admin.BrokerStatus{ID: -1}
 	for _, b := range brokers {
 		if b.Name == v && b.Alive && (best.ID < 0 || b.ID < best.ID) {
 			best = b

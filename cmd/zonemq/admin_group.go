@@ -6,7 +6,7 @@ import (
 	"io"
 	"sort"
 
-	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
@@ -48,7 +48,7 @@ func runAdminGroup(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer s.close()
 
-	var rows []client.QueueOffset
+	var rows []admin.QueueOffset
 	if *topic != "" {
 		qs, err := s.admin.GroupOffsets(ctx, *group, *topic)
 		if err != nil {
@@ -113,13 +113,13 @@ func runAdminGroup(ctx context.Context, args []string, stdout, stderr io.Writer)
 // groupOffsetsEverywhere reports the group's queues in every topic where it
 // has a committed offset, plus its retry topic. The SDK has no call that
 // lists a group's subscriptions, so every application topic is asked.
-func groupOffsetsEverywhere(ctx context.Context, a *client.Admin, group string) ([]client.QueueOffset, error) {
+func groupOffsetsEverywhere(ctx context.Context, a *admin.Client, group string) ([]admin.QueueOffset, error) {
 	topics, err := a.TopicList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("topic list: %s", oneLine(err.Error()))
 	}
 	retry := protocol.RetryTopic(group)
-	var out []client.QueueOffset
+	var out []admin.QueueOffset
 	for _, t := range topics {
 		if internalTopic(t) && t != retry {
 			continue
@@ -143,7 +143,7 @@ func groupOffsetsEverywhere(ctx context.Context, a *client.Admin, group string) 
 // unknownGroup reports whether rows show nothing of the group: no queue
 // answered with a committed offset or an owner, and at least none failed
 // (a down broker may hold what is not shown).
-func unknownGroup(rows []client.QueueOffset) bool {
+func unknownGroup(rows []admin.QueueOffset) bool {
 	for _, q := range rows {
 		if q.Err != nil || q.Committed >= 0 || q.Owner != "" {
 			return false

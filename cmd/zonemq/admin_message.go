@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
@@ -166,7 +167,7 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 	group := s.fs.String("group", "", "consumer group (required); its running consumers are told to restart from the new offsets")
 	topic := s.fs.String("topic", "", "topic (required)")
 	to := s.fs.String("to", "", "earliest, latest, an RFC 3339 time, Unix milliseconds, or a duration ago such as 10m (required)")
-	var target client.ResetTarget
+	var target admin.ResetTarget
 	check := func() error {
 		if *group == "" || *topic == "" || *to == "" {
 			return usagef("--group, --topic and --to are required")
@@ -234,8 +235,8 @@ func runAdminOffsetReset(ctx context.Context, args []string, stdout, stderr io.W
 }
 
 // parseResetTarget reads --to.
-func parseResetTarget(s string, now time.Time) (client.ResetTarget, error) {
-	return client.ParseResetTarget(s, now)
+func parseResetTarget(s string, now time.Time) (admin.ResetTarget, error) {
+	return admin.ParseResetTarget(s, now)
 }
 
 // brokerStatsJSON is one broker of `admin broker stats --output json`.
@@ -459,7 +460,7 @@ type brokerSample[T any] struct {
 // again, for rates over the interval: dt is the seconds between the two
 // reads' starts. Only ctx ending makes it fail; a broker's error is in its
 // samples.
-func sampleBrokersTwice[T any](ctx context.Context, brokers []client.BrokerStatus, interval time.Duration,
+func sampleBrokersTwice[T any](ctx context.Context, brokers []admin.BrokerStatus, interval time.Duration,
 	read func(addr string) (T, error)) (first, second []brokerSample[T], dt float64, err error) {
 	readAll := func() []brokerSample[T] {
 		out := make([]brokerSample[T], len(brokers))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -178,7 +179,7 @@ func TestCLIAdminMessageOffsetsStatsConnections(t *testing.T) {
 
 func TestCLIAdminResetTargetParsing(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
-	for in, want := range map[string]client.ResetTarget{
+	for in, want := range map[string]admin.ResetTarget{
 		"earliest":                  {Earliest: true},
 		"latest":                    {Latest: true},
 		"10m":                       {Time: now.Add(-10 * time.Minute)},

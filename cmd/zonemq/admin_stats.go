@@ -7,7 +7,7 @@ import (
 	"io"
 	"sort"
 
-	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 // topicStatsJSON is one row of `admin topic stats --output json`: a topic
@@ -38,7 +38,7 @@ func runAdminTopicStats(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return clientError(err)
 	}
-	first, second, _, err := sampleBrokersTwice(ctx, brokers, *interval, func(addr string) (*client.TopicFlows, error) {
+	first, second, _, err := sampleBrokersTwice(ctx, brokers, *interval, func(addr string) (*admin.TopicFlows, error) {
 		return s.admin.TopicFlows(ctx, addr, *topic)
 	})
 	if err != nil {
@@ -76,7 +76,7 @@ func runAdminTopicStats(ctx context.Context, args []string, stdout, stderr io.Wr
 // topicFlowRows turns two readings of one broker into rows: one per topic
 // and group that read it (the topic's in-rate repeated, as mqadmin statsAll
 // does), or one with no group for a topic nobody read there.
-func topicFlowRows(b client.BrokerStatus, before, after *client.TopicFlows, all bool) []topicStatsJSON {
+func topicFlowRows(b admin.BrokerStatus, before, after *admin.TopicFlows, all bool) []topicStatsJSON {
 	dt := after.At.Sub(before.At).Seconds()
 	if dt <= 0 {
 		dt = 1 // the broker's clock did not move: report counts, not infinities

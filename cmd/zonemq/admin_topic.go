@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
@@ -54,9 +55,9 @@ func runAdminTopicCreate(ctx context.Context, args []string, stdout, stderr io.W
 	if err != nil {
 		return fmt.Errorf("cluster info: %s", oneLine(err.Error()))
 	}
-	var targets []client.BrokerStatus
+	var targets []admin.BrokerStatus
 	if *brokerList != "" {
-		byAddr := map[string]client.BrokerStatus{}
+		byAddr := map[string]admin.BrokerStatus{}
 		for _, b := range all {
 			byAddr[b.Addr] = b
 		}
@@ -64,7 +65,7 @@ func runAdminTopicCreate(ctx context.Context, args []string, stdout, stderr io.W
 			addr = strings.TrimSpace(addr)
 			b, ok := byAddr[addr]
 			if !ok {
-				b = client.BrokerStatus{Addr: addr} // not registered: try it anyway
+				b = admin.BrokerStatus{Addr: addr} // not registered: try it anyway
 			}
 			targets = append(targets, b)
 		}
@@ -85,7 +86,7 @@ func runAdminTopicCreate(ctx context.Context, args []string, stdout, stderr io.W
 	for i, b := range targets {
 		addrs[i] = b.Addr
 	}
-	if err := s.admin.CreateTopic(ctx, client.TopicSpec{Topic: *topic, Queues: *queues, Brokers: addrs}); err != nil {
+	if err := s.admin.CreateTopic(ctx, admin.TopicSpec{Topic: *topic, Queues: *queues, Brokers: addrs}); err != nil {
 		return fmt.Errorf("create %s: %s", *topic, oneLine(err.Error()))
 	}
 	if !waitTopicListed(ctx, s.admin, *topic, addrs) {
@@ -110,7 +111,7 @@ func runAdminTopicCreate(ctx context.Context, args []string, stdout, stderr io.W
 
 // waitTopicListed polls the topic's route until it lists every address in
 // addrs, for at most topicCreateWait; it reports whether it did.
-func waitTopicListed(ctx context.Context, a *client.Admin, topic string, addrs []string) bool {
+func waitTopicListed(ctx context.Context, a *admin.Client, topic string, addrs []string) bool {
 	ctx, cancel := context.WithTimeout(ctx, topicCreateWait)
 	defer cancel()
 	for {

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 // traceEventJSON is one event of `admin trace --output json`.
@@ -47,7 +47,7 @@ func runAdminTrace(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer s.close()
 
-	var evs []client.TraceEvent
+	var evs []admin.TraceEvent
 	var err error
 	what := "message " + *msgID
 	if *msgID != "" {
@@ -91,16 +91,16 @@ func runAdminTrace(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 // traceWords describes an event for the text table.
-func traceWords(e client.TraceEvent) (event, status string) {
+func traceWords(e admin.TraceEvent) (event, status string) {
 	ok := map[bool]string{true: "ok", false: "failed"}
 	switch e.Type {
-	case client.TracePublish:
+	case admin.TracePublish:
 		event = "produced to " + e.Topic
 		if e.Broker == "" {
 			event += " (stored at " + e.StoreHost + ")"
 		}
 		return event, ok[e.Success]
-	case client.TraceConsumeStart:
+	case admin.TraceConsumeStart:
 		if e.RetryTimes > 0 {
 			return fmt.Sprintf("delivered (retry %d)", e.RetryTimes), "-"
 		}

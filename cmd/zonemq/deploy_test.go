@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -83,7 +84,7 @@ func TestCLIDeploymentExamples(t *testing.T) {
 			return nil
 		})
 	}
-	a, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{
+	a, err := admin.New(admin.Config{ClientConfig: client.ClientConfig{
 		AddrsrvURLs: addrsrvURLs[1], IDC: "idc1", LocalIP: "127.0.1.1", Logger: quiet}})
 	testutil.NoError(t, err)
 	testutil.NoError(t, a.Start(ctx), "admin start")
@@ -99,7 +100,7 @@ func TestCLIDeploymentExamples(t *testing.T) {
 	})
 	t.Cleanup(func() { a.Shutdown(context.Background()) })
 	const topic = "DeployCheck"
-	testutil.NoError(t, a.CreateTopic(ctx, client.TopicSpec{Topic: topic, Queues: 2}))
+	testutil.NoError(t, a.CreateTopic(ctx, admin.TopicSpec{Topic: topic, Queues: 2}))
 	// Brokers register a new topic with the name servers on their own
 	// schedule (topic registrations are paced): wait until every IDC's
 	// broker routes it, as `admin topic create` does.

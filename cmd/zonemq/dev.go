@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/devcluster"
 )
 
@@ -192,7 +192,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // createDevTopic creates topic on every broker, as IDC 1's client.
 func createDevTopic(ctx context.Context, c *devcluster.Cluster, topic string) error {
-	a, err := client.NewAdmin(client.AdminConfig{ClientConfig: c.ClientConfig(1)})
+	a, err := admin.New(admin.Config{ClientConfig: c.ClientConfig(1)})
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func createDevTopic(ctx context.Context, c *devcluster.Cluster, topic string) er
 	for n := 1; n <= c.IDCs(); n++ {
 		addrs = append(addrs, c.BrokerAddr(n))
 	}
-	if err := a.CreateTopic(ctx, client.TopicSpec{Topic: topic, Brokers: addrs}); err != nil {
+	if err := a.CreateTopic(ctx, admin.TopicSpec{Topic: topic, Brokers: addrs}); err != nil {
 		return err
 	}
 	// Wait until the name servers route it, so the printed consume

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 // checkSendTopic looks the topic up before the first send. A topic no name
@@ -16,7 +17,7 @@ import (
 // with --no-create that is refused, without it the CLI says so (and names
 // an existing topic the name is close to).
 func checkSendTopic(ctx context.Context, cfg client.ClientConfig, topic string, noCreate bool, stderr io.Writer) error {
-	a, err := client.NewAdmin(client.AdminConfig{ClientConfig: cfg})
+	a, err := admin.New(admin.Config{ClientConfig: cfg})
 	if err != nil {
 		return clientError(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
@@ -50,7 +51,7 @@ type adminResult struct {
 	OK     bool
 	Title  string
 	Detail string
-	Resets []client.OffsetReset
+	Resets []admin.OffsetReset
 }
 
 // newAdminToken returns 32 random hex digits.
@@ -129,7 +130,7 @@ func (s *Server) handleAdminCreateTopic(w http.ResponseWriter, r *http.Request) 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	if err := s.admin.CreateTopic(ctx, client.TopicSpec{Topic: topic, Queues: queues}); err != nil {
+	if err := s.admin.CreateTopic(ctx, admin.TopicSpec{Topic: topic, Queues: queues}); err != nil {
 		s.logger.Warn("console: create topic failed", "topic", topic, "err", err)
 		s.renderAdmin(w, http.StatusBadGateway, form, &adminResult{Title: "The cluster refused to create " + topic,
 			Detail: actionError(err)})
@@ -146,7 +147,7 @@ func (s *Server) handleAdminResetOffset(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	group, topic := form["group"], form["topic"]
-	target, terr := client.ParseResetTarget(form["to"], time.Now())
+	target, terr := admin.ParseResetTarget(form["to"], time.Now())
 	var bad string
 	switch {
 	case protocol.ValidateGroup(group) != nil:

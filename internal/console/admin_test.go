@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/broker"
 	"github.com/zonemq/zonemq/internal/console"
 	"github.com/zonemq/zonemq/internal/devcluster"
@@ -140,7 +141,7 @@ func TestConsoleAdminActions(t *testing.T) {
 
 	cc := c.ClientConfig(1)
 	cc.Logger = slog.New(slog.DiscardHandler)
-	a, err := client.NewAdmin(client.AdminConfig{ClientConfig: cc})
+	a, err := admin.New(admin.Config{ClientConfig: cc})
 	testutil.NoError(t, err)
 	testutil.NoError(t, a.Start(ctx))
 	t.Cleanup(func() { a.Shutdown(context.Background()) })

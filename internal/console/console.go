@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 //go:embed templates/*.html static/*
@@ -61,7 +62,7 @@ type Server struct {
 	logger   *slog.Logger
 	listener net.Listener
 	http     *http.Server
-	admin    *client.Admin
+	admin    *admin.Client
 	poller   *poller
 	tmpl     *template.Template
 	// adminToken is put in every admin form and required back (CSRF).
@@ -98,7 +99,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
-	admin, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{
+	admin, err := admin.New(admin.Config{ClientConfig: client.ClientConfig{
 		AddrsrvURLs: opts.AddrsrvURLs, RequestTimeout: opts.RequestTimeout, Logger: logger,
 		AccessKey: opts.AccessKey, SecretKey: opts.SecretKey,
 	}})

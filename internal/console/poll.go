@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 // Limits that keep one poll bounded on a large cluster; what is left out is
@@ -94,7 +94,7 @@ func (st *brokerState) noteTakeovers(now time.Time, total int64) bool {
 // loop), except for the fields under Server.mu.
 type poller struct {
 	opts   Options
-	admin  *client.Admin
+	admin  *admin.Client
 	http   *http.Client
 	ticks  int
 	topics []TopicView
@@ -109,7 +109,7 @@ type poller struct {
 	lastQueues map[string]QueueView
 }
 
-func newPoller(opts Options, admin *client.Admin) *poller {
+func newPoller(opts Options, admin *admin.Client) *poller {
 	return &poller{
 		opts: opts, admin: admin,
 		http:       &http.Client{Timeout: opts.RequestTimeout},
@@ -531,7 +531,7 @@ func queueKey(group, topic, broker string, queue int) string {
 
 // groupConnections asks the live brokers, in name order, until one knows
 // the group.
-func (p *poller) groupConnections(ctx context.Context, group string) *client.GroupConnections {
+func (p *poller) groupConnections(ctx context.Context, group string) *admin.GroupConnections {
 	for _, b := range sortedValues(p.brokers, func(b *brokerState) string { return brokerKey(b.name, b.id) }) {
 		if !b.up || b.id != 0 {
 			continue

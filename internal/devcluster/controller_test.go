@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/broker"
 	"github.com/zonemq/zonemq/internal/controller"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -44,7 +45,7 @@ func TestDevclusterController(t *testing.T) {
 	testutil.NoError(t, err)
 	testutil.Equal(t, master, c.BrokerAddr(1), "idc1's broker is broker-idc1's master")
 
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: c.ClientConfig(2)})
+	adm, err := admin.New(admin.Config{ClientConfig: c.ClientConfig(2)})
 	testutil.NoError(t, err)
 	testutil.NoError(t, adm.Start(ctx))
 	defer adm.Shutdown(ctx)
@@ -61,7 +62,7 @@ func TestDevclusterController(t *testing.T) {
 	})
 	// The elected master takes a topic and writes to it.
 	testutil.Eventually(t, 30*time.Second, func() error {
-		return adm.CreateTopic(ctx, client.TopicSpec{Topic: "DevCtlTopic", Queues: 1,
+		return adm.CreateTopic(ctx, admin.TopicSpec{Topic: "DevCtlTopic", Queues: 1,
 			Brokers: []string{c.ReplicaAddr(1, 1), c.BrokerAddr(2), c.BrokerAddr(3)}})
 	})
 	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: c.ClientConfig(1)})

@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/addrsrv"
 	"github.com/zonemq/zonemq/internal/broker"
 	"github.com/zonemq/zonemq/internal/controller"
@@ -545,7 +546,7 @@ func (c *Cluster) WaitRegistered(ctx context.Context) error {
 // waitBrokersListed polls one name server's cluster info until it lists
 // every broker address, with cc's credentials and TLS config.
 func waitBrokersListed(ctx context.Context, ns string, brokers []string, cc client.ClientConfig) error {
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns},
+	adm, err := admin.New(admin.Config{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns},
 		AccessKey: cc.AccessKey, SecretKey: cc.SecretKey, TLS: cc.TLS}})
 	if err != nil {
 		return err

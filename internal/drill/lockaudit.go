@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 // drillOrderlyGroup is the orderly consumer group the lock audit watches:
@@ -31,7 +32,7 @@ const lockAuditEvery = 100 * time.Millisecond
 // group both granting it, or two masters), is a conflict.
 type lockAudit struct {
 	consumers []*client.PushConsumer
-	admins    []*client.Admin
+	admins    []*admin.Client
 	brokers   [][]string // per IDC, the broker addresses read through admins[k]
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -66,7 +67,7 @@ func startLockAudit(ctx context.Context, c *cluster, logger *slog.Logger) (*lock
 			return nil, fmt.Errorf("start %s orderly consumer: %w", i.name, err)
 		}
 		a.consumers = append(a.consumers, pc)
-		adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: cc})
+		adm, err := admin.New(admin.Config{ClientConfig: cc})
 		if err != nil {
 			a.close(ctx)
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/ledger"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
@@ -61,7 +62,7 @@ func startOrdered(ctx context.Context, c *cluster, interval time.Duration, logge
 	cfg := orderedClientConfig(c, logger)
 	acfg := cfg
 	acfg.ClusterSecretFile = c.secretFile // ORDER_TOPIC_CONFIG is a KV write: a member request
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: acfg})
+	adm, err := admin.New(admin.Config{ClientConfig: acfg})
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func startOrdered(ctx context.Context, c *cluster, interval time.Duration, logge
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err = adm.CreateTopic(ctx, client.TopicSpec{Topic: orderedTopic, Queues: orderedQueues, Order: true})
+		err = adm.CreateTopic(ctx, admin.TopicSpec{Topic: orderedTopic, Queues: orderedQueues, Order: true})
 		if err == nil {
 			err = adm.PutKV(ctx, protocol.OrderTopicConfigNamespace, orderedTopic, strings.Join(conf, ";"))
 		}

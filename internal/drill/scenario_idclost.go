@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 // idcLostStep is the idc-lost scenario (replicated clusters only): every
@@ -72,7 +72,7 @@ func (d *drill) idcLostStep() step {
 func (d *drill) giveGroupBack(ctx context.Context, group string, home, peer *idcProcs) error {
 	cc := clientConfig(peer, d.opts.Logger)
 	cc.ClusterSecretFile = d.cluster.secretFile // a promotion is a cluster-member request
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: cc})
+	adm, err := admin.New(admin.Config{ClientConfig: cc})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
@@ -157,7 +158,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 // ensureTopic creates the topic on every broker if no name server routes
 // it, and returns its readable queue count.
 func (r *runner) ensureTopic(ctx context.Context) (int, error) {
-	a, err := client.NewAdmin(client.AdminConfig{ClientConfig: r.cfg})
+	a, err := admin.New(admin.Config{ClientConfig: r.cfg})
 	if err != nil {
 		return 0, err
 	}
@@ -167,7 +168,7 @@ func (r *runner) ensureTopic(ctx context.Context) (int, error) {
 	defer a.Shutdown(context.Background())
 	route, err := a.TopicRoute(ctx, r.o.Topic)
 	if errors.Is(err, &client.ResponseError{Code: client.CodeTopicNotExist}) {
-		if err := a.CreateTopic(ctx, client.TopicSpec{Topic: r.o.Topic, Queues: r.o.Queues}); err != nil {
+		if err := a.CreateTopic(ctx, admin.TopicSpec{Topic: r.o.Topic, Queues: r.o.Queues}); err != nil {
 			return 0, fmt.Errorf("creating topic %s: %s", r.o.Topic, oneLine(err.Error()))
 		}
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)

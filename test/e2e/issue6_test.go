@@ -17,6 +17,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 // Issue 6: the client registry seen from every name server, the
@@ -100,8 +101,8 @@ func findClient(list []listedClient, w clientWant) (listedClient, bool) {
 }
 
 // sdkClients lists the clients one name server knows, with the SDK's
-// Admin (cheaper than a process per poll, so removal is timed closely).
-func sdkClients(ctx context.Context, a *client.Admin) ([]listedClient, error) {
+// admin client (cheaper than a process per poll, so removal is timed closely).
+func sdkClients(ctx context.Context, a *admin.Client) ([]listedClient, error) {
 	cs, err := a.Clients(ctx, "")
 	if err != nil {
 		return nil, err
@@ -114,12 +115,12 @@ func sdkClients(ctx context.Context, a *client.Admin) ([]listedClient, error) {
 	return out, nil
 }
 
-// startNamesrvAdmin starts an SDK Admin that talks to the one name server addr.
-func startNamesrvAdmin(t *testing.T, addr string) *client.Admin {
+// startNamesrvAdmin starts an SDK admin client that talks to the one name server addr.
+func startNamesrvAdmin(t *testing.T, addr string) *admin.Client {
 	t.Helper()
-	a, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{addr}}})
+	a, err := admin.New(admin.Config{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{addr}}})
 	if err != nil {
-		t.Fatalf("NewAdmin: %v", err)
+		t.Fatalf("admin.New: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -200,7 +201,7 @@ func TestE2EClientHeartbeatsEveryNamesrv(t *testing.T) {
 		return nil
 	})
 
-	admins := map[int]*client.Admin{1: startNamesrvAdmin(t, ns[1]), 2: startNamesrvAdmin(t, ns[2])}
+	admins := map[int]*admin.Client{1: startNamesrvAdmin(t, ns[1]), 2: startNamesrvAdmin(t, ns[2])}
 
 	// SIGKILL the consumer: no goodbye. It must leave every name server's
 	// list (connection close or client expiry, 3 s by default).

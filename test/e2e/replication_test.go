@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
 )
 
 // waitInSync waits until the master at addr counts n in-sync replicas.
-func waitInSync(t *testing.T, adm *client.Admin, addr string, n int) {
+func waitInSync(t *testing.T, adm *admin.Client, addr string, n int) {
 	t.Helper()
 	eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -43,7 +44,7 @@ func TestE2ESyncReplicaHoldsEveryAckAfterMasterKill(t *testing.T) {
 		"--heartbeat-interval", "200ms")
 	const topic = "E2EReplTopic"
 	createTopic(t, topic, 1, "--namesrv", ns.addr)
-	adm, err := client.NewAdmin(client.AdminConfig{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns.addr}}})
+	adm, err := admin.New(admin.Config{ClientConfig: client.ClientConfig{NamesrvAddrs: []string{ns.addr}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,10 @@
-package client
+// Package admin manages a zonemq cluster and inspects it: brokers by IDC,
+// topics and their routes, group offsets and lag, live clients, messages
+// by id, key or offset, dead-letter queues, offset resets, switchovers and
+// the name servers' KV config. It is built on the SDK's client.Conn, as
+// rocketmq-client-go keeps its admin apart from its producer and
+// consumers; `zonemq admin` and the console are its users.
+package admin
 
 import (
 	"context"
@@ -9,40 +15,35 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zonemq/zonemq/client"
 	"github.com/zonemq/zonemq/internal/idc"
 	"github.com/zonemq/zonemq/internal/protocol"
-	"github.com/zonemq/zonemq/internal/remoting"
 )
 
-// AdminConfig configures an Admin.
-type AdminConfig struct {
-	ClientConfig
+// Config configures a Client.
+type Config struct {
+	client.ClientConfig
 }
 
-// Admin manages topics and inspects the cluster: brokers by IDC, routes,
-// group offsets, live clients, the name servers' KV config. It is safe for
-// concurrent use.
-type Admin struct {
-	c *core
+// Client is an admin client. It is safe for concurrent use.
+type Client struct {
+	conn *client.Conn
 }
 
-// NewAdmin validates cfg and returns an admin client that is not started.
-func NewAdmin(cfg AdminConfig) (*Admin, error) {
-	c, err := newCore(cfg.ClientConfig, "")
+// New validates cfg and returns an admin client that is not started.
+func New(cfg Config) (*Client, error) {
+	conn, err := client.NewConn(cfg.ClientConfig)
 	if err != nil {
 		return nil, err
 	}
-	return &Admin{c: c}, nil
+	return &Client{conn: conn}, nil
 }
 
 // Start learns the name servers.
-func (a *Admin) Start(ctx context.Context) error { return a.c.start(ctx) }
+func (a *Client) Start(ctx context.Context) error { return a.conn.Start(ctx) }
 
 // Shutdown closes the admin's connections. It is idempotent.
-func (a *Admin) Shutdown(ctx context.Context) error {
-	_, err := a.c.stop(ctx)
-	return err
-}
+func (a *Client) Shutdown(ctx context.Context) error { return a.conn.Shutdown(ctx) }
 
 // BrokerStatus is one broker as the name servers know it.
 type BrokerStatus struct {
@@ -60,16 +61,13 @@ type BrokerStatus struct {
 
 // Cluster lists every registered broker, sorted by IDC, name and id
 // (GET_BROKER_CLUSTER_INFO).
-func (a *Admin) Cluster(ctx context.Context) ([]BrokerStatus, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) Cluster(ctx context.Context) ([]BrokerStatus, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
-	resp, addr, err := a.nsInvoke(ctx, protocol.GetBrokerClusterInfo, nil, nil)
+	resp, err := a.conn.CallNameServer(ctx, req(protocol.GetBrokerClusterInfo, nil, nil))
 	if err != nil {
 		return nil, err
-	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.GetBrokerClusterInfo, addr, resp)
 	}
 	info, err := protocol.DecodeClusterLiveInfo(resp.Body)
 	if err != nil {
@@ -119,15 +117,20 @@ type TopicSpec struct {
 // CreateTopic creates (or updates) a topic on each broker with
 // UPDATE_AND_CREATE_TOPIC. Each broker registers the topic with every name
 // server itself. The error joins every broker's failure.
-func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
-	if err := a.c.running(); err != nil {
+func (a *Client) CreateTopic(ctx context.Context, spec TopicSpec) error {
+	if err := a.conn.Running(); err != nil {
 		return err
 	}
 	if err := protocol.ValidateTopic(spec.Topic); err != nil {
-		return &ConfigError{"TopicSpec.Topic", err.Error()}
+		return &client.ConfigError{Field: "TopicSpec.Topic", Reason: err.Error()}
 	}
-	queues := orDefaultInt(spec.Queues, 4)
-	perm := orDefaultInt(spec.Perm, protocol.PermReadWrite)
+	queues, perm := spec.Queues, spec.Perm
+	if queues <= 0 {
+		queues = 4
+	}
+	if perm <= 0 {
+		perm = protocol.PermReadWrite
+	}
 	addrs := spec.Brokers
 	if len(addrs) == 0 {
 		brokers, err := a.Cluster(ctx)
@@ -140,7 +143,7 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 			}
 		}
 		if len(addrs) == 0 {
-			return fmt.Errorf("%w: no live broker to create %s on", ErrNoRoute, spec.Topic)
+			return fmt.Errorf("%w: no live broker to create %s on", client.ErrNoRoute, spec.Topic)
 		}
 	}
 	h := protocol.CreateTopicRequestHeader{
@@ -148,104 +151,59 @@ func (a *Admin) CreateTopic(ctx context.Context, spec TopicSpec) error {
 		Perm: int32(perm), TopicFilterType: "SINGLE_TAG", Order: spec.Order,
 	}
 	return a.eachAddr(ctx, addrs, func(addr string) error {
-		resp, err := a.c.invoke(ctx, addr, request(protocol.UpdateAndCreateTopic, h.Ext(), nil), a.c.cfg.RequestTimeout)
-		if err != nil {
-			return err
-		}
-		if resp.Code != int32(protocol.Success) {
-			return responseError(protocol.UpdateAndCreateTopic, addr, resp)
-		}
-		return nil
+		return a.do(ctx, addr, req(protocol.UpdateAndCreateTopic, h.Ext(), nil))
 	})
 }
 
 // DeleteTopic deletes a topic from every broker hosting it
 // (DELETE_TOPIC_IN_BROKER) and from every name server of every IDC
 // (DELETE_TOPIC_IN_NAMESRV). The error joins every failure.
-func (a *Admin) DeleteTopic(ctx context.Context, topic string) error {
-	if err := a.c.running(); err != nil {
+func (a *Client) DeleteTopic(ctx context.Context, topic string) error {
+	if err := a.conn.Running(); err != nil {
 		return err
 	}
-	r, err := a.c.routes.fetch(ctx, topic)
+	r, err := a.conn.Route(ctx, topic)
 	if err != nil {
 		return err
 	}
 	var addrs []string
-	for _, b := range r.brokers {
-		if m := b.master(); m != "" {
+	for _, b := range r.Brokers {
+		if m := b.Master(); m != "" {
 			addrs = append(addrs, m)
 		}
 	}
 	h := protocol.TopicRequestHeader{Topic: topic}
 	errB := a.eachAddr(ctx, addrs, func(addr string) error {
-		return a.expectSuccess(ctx, addr, protocol.DeleteTopicInBroker, h.Ext(), nil)
+		return a.do(ctx, addr, req(protocol.DeleteTopicInBroker, h.Ext(), nil))
 	})
 	nh := protocol.DeleteTopicFromNamesrvRequestHeader{Topic: topic}
-	errN := a.eachAddr(ctx, a.c.ns.addrs(), func(addr string) error {
-		return a.expectSuccess(ctx, addr, protocol.DeleteTopicInNamesrv, nh.Ext(), nil)
+	errN := a.eachAddr(ctx, a.conn.NameServers(), func(addr string) error {
+		return a.do(ctx, addr, req(protocol.DeleteTopicInNamesrv, nh.Ext(), nil))
 	})
 	return errors.Join(errB, errN)
 }
 
-// TopicRoute is a topic's route: its brokers with their IDC and queues.
-type TopicRoute struct {
-	Topic          string
-	OrderTopicConf string
-	Brokers        []BrokerRoute
-}
-
-// BrokerRoute is one broker of a route.
-type BrokerRoute struct {
-	Name    string
-	Cluster string
-	IDC     string
-	// Addrs maps broker id (0 = master) to address.
-	Addrs       map[int64]string
-	ReadQueues  int
-	WriteQueues int
-	Perm        int
-}
-
 // TopicRoute asks a name server for topic's route (all IDCs, unless
 // ZoneMode is set).
-func (a *Admin) TopicRoute(ctx context.Context, topic string) (*TopicRoute, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) TopicRoute(ctx context.Context, topic string) (*client.TopicRoute, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
-	r, err := a.c.routes.fetch(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	if r.notFound {
-		return nil, &ResponseError{Op: protocol.GetRouteInfoByTopic.String(), Code: CodeTopicNotExist, Remark: "no route for " + topic}
-	}
-	out := &TopicRoute{Topic: topic, OrderTopicConf: r.data.OrderTopicConf}
-	for _, qd := range r.data.QueueDatas {
-		br := BrokerRoute{Name: qd.BrokerName, ReadQueues: qd.ReadQueueNums, WriteQueues: qd.WriteQueueNums, Perm: qd.Perm}
-		if b := r.brokers[qd.BrokerName]; b != nil {
-			br.Cluster, br.IDC, br.Addrs = b.cluster, b.idc, b.addrs
-		}
-		out.Brokers = append(out.Brokers, br)
-	}
-	sort.Slice(out.Brokers, func(i, j int) bool { return out.Brokers[i].Name < out.Brokers[j].Name })
-	return out, nil
+	return a.conn.Route(ctx, topic)
 }
 
 // TopicList lists every topic the name servers know (GET_ALL_TOPIC_LIST_FROM_NAMESERVER).
-func (a *Admin) TopicList(ctx context.Context) ([]string, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) TopicList(ctx context.Context) ([]string, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
-	resp, addr, err := a.nsInvoke(ctx, protocol.GetAllTopicListFromNameServer, nil, nil)
+	resp, err := a.conn.CallNameServer(ctx, req(protocol.GetAllTopicListFromNameServer, nil, nil))
 	if err != nil {
 		return nil, err
 	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.GetAllTopicListFromNameServer, addr, resp)
-	}
 	var tl protocol.TopicList
 	if err := json.Unmarshal(resp.Body, &tl); err != nil {
-		return nil, fmt.Errorf("zonemq client: topic list from %s: %w", addr, err)
+		return nil, fmt.Errorf("zonemq client: topic list from %s: %w", resp.Addr, err)
 	}
 	sort.Strings(tl.TopicList)
 	return tl.TopicList, nil
@@ -253,7 +211,7 @@ func (a *Admin) TopicList(ctx context.Context) ([]string, error) {
 
 // QueueOffset is a group's position in one queue.
 type QueueOffset struct {
-	Queue      MessageQueue
+	Queue      client.MessageQueue
 	BrokerAddr string
 	IDC        string
 	// Committed is the group's committed offset, -1 if none.
@@ -271,11 +229,11 @@ type QueueOffset struct {
 
 // GroupOffsets reports the group's committed offset, the max offset, the
 // lag and the owner of every readable queue of topic.
-func (a *Admin) GroupOffsets(ctx context.Context, group, topic string) ([]QueueOffset, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) GroupOffsets(ctx context.Context, group, topic string) ([]QueueOffset, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
-	r, err := a.c.routes.fetch(ctx, topic)
+	r, rbs, err := a.readBrokers(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -284,30 +242,30 @@ func (a *Admin) GroupOffsets(ctx context.Context, group, topic string) ([]QueueO
 		out []QueueOffset
 		wg  sync.WaitGroup
 	)
-	for _, rb := range r.readBrokers() {
+	for _, rb := range rbs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			addr := rb.broker.master()
-			ids, lerr := a.c.consumerList(ctx, addr, group)
-			eligible := idc.EligibleConsumers(rb.broker.idc, ids, r.idcHasLiveBroker)
-			for q := 0; q < rb.queues; q++ {
-				mq := MessageQueue{Topic: topic, BrokerName: rb.broker.name, QueueID: q}
-				qo := QueueOffset{Queue: mq, BrokerAddr: addr, IDC: rb.broker.idc, Committed: -1, Err: lerr}
+			addr := rb.Master()
+			ids, lerr := a.conn.ConsumerIDs(ctx, addr, group)
+			eligible := idc.EligibleConsumers(rb.IDC, ids, r.IDCHasLiveBroker)
+			for q := 0; q < rb.ReadQueues; q++ {
+				mq := client.MessageQueue{Topic: topic, BrokerName: rb.Name, QueueID: q}
+				qo := QueueOffset{Queue: mq, BrokerAddr: addr, IDC: rb.IDC, Committed: -1, Err: lerr}
 				if lerr == nil {
 					for _, id := range eligible {
-						if s, e := idc.AllocateAveragely(rb.queues, eligible, id); q >= s && q < e {
+						if s, e := idc.AllocateAveragely(rb.ReadQueues, eligible, id); q >= s && q < e {
 							qo.Owner = id
 							break
 						}
 					}
-					off, err := a.c.queryOffset(ctx, addr, group, mq)
-					if err != nil && !errors.Is(err, ErrNoOffset) {
+					off, err := a.conn.CommittedOffset(ctx, addr, group, mq)
+					if err != nil && !errors.Is(err, client.ErrNoOffset) {
 						qo.Err = err
 					} else if err == nil {
 						qo.Committed = off
 					}
-					if qo.Max, err = a.c.queueOffset(ctx, protocol.GetMaxOffset, addr, mq); err != nil && qo.Err == nil {
+					if qo.Max, err = a.conn.MaxOffset(ctx, addr, mq); err != nil && qo.Err == nil {
 						qo.Err = err
 					}
 					qo.Lag = qo.Max - max(qo.Committed, 0)
@@ -342,17 +300,14 @@ type ClientInfo struct {
 
 // Clients lists the live clients a name server knows (zonemq request
 // 9002), of every IDC, or only of idcName if it is not empty.
-func (a *Admin) Clients(ctx context.Context, idcName string) ([]ClientInfo, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) Clients(ctx context.Context, idcName string) ([]ClientInfo, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	ext := protocol.ExtWriter{}.OptStr(protocol.ExtClientIDC, idcName)
-	resp, addr, err := a.nsInvoke(ctx, protocol.GetClientsByIDC, ext, nil)
+	resp, err := a.conn.CallNameServer(ctx, req(protocol.GetClientsByIDC, ext, nil))
 	if err != nil {
 		return nil, err
-	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.GetClientsByIDC, addr, resp)
 	}
 	list, err := protocol.DecodeClientList(resp.Body)
 	if err != nil {
@@ -367,61 +322,55 @@ func (a *Admin) Clients(ctx context.Context, idcName string) ([]ClientInfo, erro
 
 // PutKV stores key=value in namespace on every name server of every IDC.
 // The error joins every name server's failure.
-func (a *Admin) PutKV(ctx context.Context, namespace, key, value string) error {
-	if err := a.c.running(); err != nil {
+func (a *Client) PutKV(ctx context.Context, namespace, key, value string) error {
+	if err := a.conn.Running(); err != nil {
 		return err
 	}
 	h := protocol.PutKVConfigRequestHeader{Namespace: namespace, Key: key, Value: value}
-	return a.eachAddr(ctx, a.c.ns.addrs(), func(addr string) error {
-		return a.expectSuccess(ctx, addr, protocol.PutKVConfig, h.Ext(), nil)
+	return a.eachAddr(ctx, a.conn.NameServers(), func(addr string) error {
+		return a.do(ctx, addr, req(protocol.PutKVConfig, h.Ext(), nil))
 	})
 }
 
 // DeleteKV removes key from namespace on every name server of every IDC.
-func (a *Admin) DeleteKV(ctx context.Context, namespace, key string) error {
-	if err := a.c.running(); err != nil {
+func (a *Client) DeleteKV(ctx context.Context, namespace, key string) error {
+	if err := a.conn.Running(); err != nil {
 		return err
 	}
 	h := protocol.DeleteKVConfigRequestHeader{Namespace: namespace, Key: key}
-	return a.eachAddr(ctx, a.c.ns.addrs(), func(addr string) error {
-		return a.expectSuccess(ctx, addr, protocol.DeleteKVConfig, h.Ext(), nil)
+	return a.eachAddr(ctx, a.conn.NameServers(), func(addr string) error {
+		return a.do(ctx, addr, req(protocol.DeleteKVConfig, h.Ext(), nil))
 	})
 }
 
 // GetKV reads key from namespace on the first name server that answers. A
 // missing key is a *ResponseError with CodeQueryNotFound.
-func (a *Admin) GetKV(ctx context.Context, namespace, key string) (string, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) GetKV(ctx context.Context, namespace, key string) (string, error) {
+	if err := a.conn.Running(); err != nil {
 		return "", err
 	}
 	h := protocol.GetKVConfigRequestHeader{Namespace: namespace, Key: key}
-	resp, addr, err := a.nsInvoke(ctx, protocol.GetKVConfig, h.Ext(), nil)
+	resp, err := a.conn.CallNameServer(ctx, req(protocol.GetKVConfig, h.Ext(), nil))
 	if err != nil {
 		return "", err
 	}
-	if resp.Code != int32(protocol.Success) {
-		return "", responseError(protocol.GetKVConfig, addr, resp)
-	}
-	return resp.Ext("value"), nil
+	return resp.Ext["value"], nil
 }
 
 // KVList reads every key of namespace from the first name server that
 // answers.
-func (a *Admin) KVList(ctx context.Context, namespace string) (map[string]string, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) KVList(ctx context.Context, namespace string) (map[string]string, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	h := protocol.GetKVListByNamespaceRequestHeader{Namespace: namespace}
-	resp, addr, err := a.nsInvoke(ctx, protocol.GetKVListByNamespace, h.Ext(), nil)
+	resp, err := a.conn.CallNameServer(ctx, req(protocol.GetKVListByNamespace, h.Ext(), nil))
 	if err != nil {
 		return nil, err
 	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.GetKVListByNamespace, addr, resp)
-	}
 	var t protocol.KVTable
 	if err := json.Unmarshal(resp.Body, &t); err != nil {
-		return nil, fmt.Errorf("zonemq client: KV list from %s: %w", addr, err)
+		return nil, fmt.Errorf("zonemq client: KV list from %s: %w", resp.Addr, err)
 	}
 	if t.Table == nil {
 		t.Table = map[string]string{}
@@ -429,24 +378,47 @@ func (a *Admin) KVList(ctx context.Context, namespace string) (map[string]string
 	return t.Table, nil
 }
 
-// nsInvoke sends one request to the best name server, failing over.
-func (a *Admin) nsInvoke(ctx context.Context, code protocol.RequestCode, ext map[string]string, body []byte) (*remoting.Command, string, error) {
-	return a.c.ns.invoke(ctx, func() *remoting.Command { return request(code, ext, body) })
+// SetOrderPolicy sets topic's order policy on every name server of every
+// IDC.
+func (a *Client) SetOrderPolicy(ctx context.Context, topic string, p client.OrderPolicy) error {
+	if p != client.OrderAvailable && p != client.OrderStrict {
+		return &client.ConfigError{Field: "OrderPolicy", Reason: fmt.Sprintf("%q is neither %q nor %q", p, client.OrderAvailable, client.OrderStrict)}
+	}
+	return a.PutKV(ctx, client.OrderPolicyNamespace, topic, string(p))
 }
 
-func (a *Admin) expectSuccess(ctx context.Context, addr string, code protocol.RequestCode, ext map[string]string, body []byte) error {
-	resp, err := a.c.invoke(ctx, addr, request(code, ext, body), a.c.cfg.RequestTimeout)
+// readBrokers returns topic's route and its readable brokers. A topic the
+// name servers do not know has none.
+func (a *Client) readBrokers(ctx context.Context, topic string) (*client.TopicRoute, []client.BrokerRoute, error) {
+	r, err := a.conn.Route(ctx, topic)
+	if errors.Is(err, &client.ResponseError{Code: client.CodeTopicNotExist}) {
+		return nil, nil, nil
+	}
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if resp.Code != int32(protocol.Success) {
-		return responseError(code, addr, resp)
+	var out []client.BrokerRoute
+	for _, b := range r.Brokers {
+		if b.Readable() {
+			out = append(out, b)
+		}
 	}
-	return nil
+	return r, out, nil
+}
+
+// req builds a request.
+func req(code protocol.RequestCode, ext map[string]string, body []byte) client.Request {
+	return client.Request{Code: int32(code), Ext: ext, Body: body}
+}
+
+// do sends req to addr and keeps the error only.
+func (a *Client) do(ctx context.Context, addr string, r client.Request) error {
+	_, err := a.conn.Call(ctx, addr, r)
+	return err
 }
 
 // eachAddr runs fn for every address in parallel and joins the errors.
-func (a *Admin) eachAddr(ctx context.Context, addrs []string, fn func(addr string) error) error {
+func (a *Client) eachAddr(ctx context.Context, addrs []string, fn func(addr string) error) error {
 	errs := make([]error, len(addrs))
 	var wg sync.WaitGroup
 	for i, addr := range addrs {

@@ -1,4 +1,4 @@
-package client
+package admin
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zonemq/zonemq/client"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
@@ -23,8 +24,8 @@ var ErrNotFound = errors.New("zonemq client: no such message")
 // the id names (VIEW_MESSAGE_BY_ID, `mqadmin queryMsgById`). An id that is
 // not an offset id is a client-assigned one (UNIQ_KEY): then topic is
 // required, and the topic's brokers are asked by key.
-func (a *Admin) ViewMessage(ctx context.Context, topic, id string) (*MessageExt, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) ViewMessage(ctx context.Context, topic, id string) (*client.MessageExt, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	// A client id (UNIQ_KEY) of an IPv4 producer is 32 hex digits, as an
@@ -48,16 +49,13 @@ func (a *Admin) ViewMessage(ctx context.Context, topic, id string) (*MessageExt,
 }
 
 // viewByOffset reads the record at a commit-log offset of the broker at addr.
-func (a *Admin) viewByOffset(ctx context.Context, addr string, offset int64) (*MessageExt, error) {
+func (a *Client) viewByOffset(ctx context.Context, addr string, offset int64) (*client.MessageExt, error) {
 	h := protocol.ViewMessageRequestHeader{Offset: offset}
-	resp, err := a.c.invoke(ctx, addr, request(protocol.ViewMessageByID, h.Ext(), nil), a.c.cfg.RequestTimeout)
+	resp, err := a.conn.Call(ctx, addr, req(protocol.ViewMessageByID, h.Ext(), nil))
 	if err != nil {
 		return nil, err
 	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, fmt.Errorf("%w: %w", ErrNotFound, responseError(protocol.ViewMessageByID, addr, resp))
-	}
-	ms, err := decodeMessages(resp.Body, nil)
+	ms, err := client.DecodeMessages(resp.Body, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -73,43 +71,38 @@ func (a *Admin) viewByOffset(ctx context.Context, addr string, offset int64) (*M
 // message id) include key, from every broker of the topic's route
 // (QUERY_MESSAGE, `mqadmin queryMsgByKey`), oldest first. It returns
 // ErrNotFound when no broker has one.
-func (a *Admin) QueryMessages(ctx context.Context, topic, key string, max int) ([]*MessageExt, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) QueryMessages(ctx context.Context, topic, key string, max int) ([]*client.MessageExt, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	if max <= 0 {
 		max = 32
 	}
-	r, err := a.c.routes.fetch(ctx, topic)
+	_, rbs, err := a.readBrokers(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	var (
 		mu   sync.Mutex
-		out  []*MessageExt
+		out  []*client.MessageExt
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for _, rb := range r.readBrokers() {
+	for _, rb := range rbs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			addr := rb.broker.master()
+			addr := rb.Master()
 			h := protocol.QueryMessageRequestHeader{Topic: topic, Key: key, MaxNum: int32(max), BeginTimestamp: 0, EndTimestamp: math.MaxInt64}
-			resp, err := a.c.invoke(ctx, addr, request(protocol.QueryMessage, h.Ext(), nil), a.c.cfg.RequestTimeout)
-			var ms []*MessageExt
-			switch {
-			case err != nil:
-			case resp.Code == int32(protocol.QueryNotFound):
-			case resp.Code != int32(protocol.Success):
-				err = responseError(protocol.QueryMessage, addr, resp)
-			default:
-				ms, err = decodeMessages(resp.Body, rb.broker)
+			body, err := a.queryByKey(ctx, addr, h)
+			var ms []*client.MessageExt
+			if err == nil {
+				ms, err = client.DecodeMessages(body, &rb)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("broker %s: %w", rb.broker.name, err))
+				errs = append(errs, fmt.Errorf("broker %s: %w", rb.Name, err))
 			}
 			out = append(out, ms...)
 		}()
@@ -128,16 +121,29 @@ func (a *Admin) QueryMessages(ctx context.Context, topic, key string, max int) (
 	return out, nil
 }
 
+// queryByKey asks the broker at addr for the stored messages h names
+// (QUERY_MESSAGE); none found is an empty body.
+func (a *Client) queryByKey(ctx context.Context, addr string, h protocol.QueryMessageRequestHeader) ([]byte, error) {
+	resp, err := a.conn.Call(ctx, addr, req(protocol.QueryMessage, h.Ext(), nil))
+	if errors.Is(err, &client.ResponseError{Code: client.CodeQueryNotFound}) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
 // stampBroker fills a viewed message's broker name and IDC from its topic's
 // route, when the route names the broker it was read from.
-func (a *Admin) stampBroker(ctx context.Context, m *MessageExt) {
-	r, err := a.c.routes.fetch(ctx, m.Topic)
+func (a *Client) stampBroker(ctx context.Context, m *client.MessageExt) {
+	r, err := a.conn.Route(ctx, m.Topic)
 	if err != nil {
 		return
 	}
-	for _, b := range r.brokers {
-		if b.master() == m.BrokerAddr {
-			m.BrokerName, m.IDC = b.name, b.idc
+	for _, b := range r.Brokers {
+		if b.Master() == m.BrokerAddr {
+			m.BrokerName, m.IDC = b.Name, b.IDC
 		}
 	}
 }
@@ -175,7 +181,7 @@ func ParseResetTarget(s string, now time.Time) (ResetTarget, error) {
 
 // OffsetReset is one queue's reset.
 type OffsetReset struct {
-	Queue      MessageQueue
+	Queue      client.MessageQueue
 	BrokerAddr string
 	IDC        string
 	// Old is the committed offset before (-1: none); New the one set.
@@ -195,11 +201,11 @@ type OffsetReset struct {
 // client that ignores the notice commits the offset it held and undoes the
 // reset, so stop those first). Offsets move forward too. Per-broker
 // failures are in the result's Err fields.
-func (a *Admin) ResetOffsets(ctx context.Context, group, topic string, target ResetTarget) ([]OffsetReset, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) ResetOffsets(ctx context.Context, group, topic string, target ResetTarget) ([]OffsetReset, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
-	r, err := a.c.routes.fetch(ctx, topic)
+	_, rbs, err := a.readBrokers(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -213,23 +219,23 @@ func (a *Admin) ResetOffsets(ctx context.Context, group, topic string, target Re
 		h.Timestamp = max(target.Time.UnixMilli(), 0)
 	}
 	var out []OffsetReset
-	for _, rb := range r.readBrokers() {
-		addr := rb.broker.master()
-		rows := make([]OffsetReset, rb.queues)
+	for _, rb := range rbs {
+		addr := rb.Master()
+		rows := make([]OffsetReset, rb.ReadQueues)
 		for q := range rows {
-			mq := MessageQueue{Topic: topic, BrokerName: rb.broker.name, QueueID: q}
-			rows[q] = OffsetReset{Queue: mq, BrokerAddr: addr, IDC: rb.broker.idc, Old: -1, New: -1}
-			if off, err := a.c.queryOffset(ctx, addr, group, mq); err == nil {
+			mq := client.MessageQueue{Topic: topic, BrokerName: rb.Name, QueueID: q}
+			rows[q] = OffsetReset{Queue: mq, BrokerAddr: addr, IDC: rb.IDC, Old: -1, New: -1}
+			if off, err := a.conn.CommittedOffset(ctx, addr, group, mq); err == nil {
 				rows[q].Old = off
 			}
 		}
 		table, notified, err := a.invokeReset(ctx, addr, h)
 		for q := range rows {
 			rows[q].Err, rows[q].Notified = err, notified
-			if off, ok := table[rows[q].Queue.internal()]; ok {
+			if off, ok := table[protocol.MessageQueue{Topic: topic, BrokerName: rb.Name, QueueID: q}]; ok {
 				rows[q].New = off
 			} else if err == nil {
-				rows[q].Err = fmt.Errorf("zonemq client: broker %s did not reset queue %d", rb.broker.name, q)
+				rows[q].Err = fmt.Errorf("zonemq client: broker %s did not reset queue %d", rb.Name, q)
 			}
 		}
 		out = append(out, rows...)
@@ -239,18 +245,15 @@ func (a *Admin) ResetOffsets(ctx context.Context, group, topic string, target Re
 
 // invokeReset asks the broker at addr to reset (INVOKE_BROKER_TO_RESET_OFFSET)
 // and returns the offsets it set and how many consumers it told.
-func (a *Admin) invokeReset(ctx context.Context, addr string, h protocol.ResetOffsetRequestHeader) (map[protocol.MessageQueue]int64, int, error) {
-	resp, err := a.c.invoke(ctx, addr, request(protocol.InvokeBrokerToResetOffset, h.Ext(), nil), a.c.cfg.RequestTimeout)
+func (a *Client) invokeReset(ctx context.Context, addr string, h protocol.ResetOffsetRequestHeader) (map[protocol.MessageQueue]int64, int, error) {
+	resp, err := a.conn.Call(ctx, addr, req(protocol.InvokeBrokerToResetOffset, h.Ext(), nil))
 	if err != nil {
 		return nil, 0, err
-	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, 0, responseError(protocol.InvokeBrokerToResetOffset, addr, resp)
 	}
 	body, err := protocol.DecodeResetOffsetBody(resp.Body)
 	if err != nil {
 		return nil, 0, fmt.Errorf("zonemq client: INVOKE_BROKER_TO_RESET_OFFSET answer from %s: %w", addr, err)
 	}
-	notified, _ := strconv.Atoi(resp.Ext("zonemqConsumersNotified"))
+	notified, _ := strconv.Atoi(resp.Ext["zonemqConsumersNotified"])
 	return body.OffsetTable, notified, nil
 }

@@ -1,4 +1,4 @@
-package client
+package admin
 
 import (
 	"context"
@@ -26,20 +26,17 @@ type TopicFlow struct {
 
 // TopicFlows reads the per-topic counters of the broker at addr (zonemq's
 // GET_TOPIC_FLOWS; `zonemq admin topic stats`); topic "" means all.
-func (a *Admin) TopicFlows(ctx context.Context, addr, topic string) (*TopicFlows, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) TopicFlows(ctx context.Context, addr, topic string) (*TopicFlows, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	var ext map[string]string
 	if topic != "" {
 		ext = map[string]string{"topic": topic}
 	}
-	resp, err := a.c.invoke(ctx, addr, request(protocol.GetTopicFlows, ext, nil), a.c.cfg.RequestTimeout)
+	resp, err := a.conn.Call(ctx, addr, req(protocol.GetTopicFlows, ext, nil))
 	if err != nil {
 		return nil, err
-	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.GetTopicFlows, addr, resp)
 	}
 	var body protocol.TopicFlows
 	if err := json.Unmarshal(resp.Body, &body); err != nil {

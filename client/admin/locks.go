@@ -1,17 +1,18 @@
-package client
+package admin
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 
+	"github.com/zonemq/zonemq/client"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
 // QueueLock is one queue locked for orderly consumption on a broker, and
 // the client id of the consumer that holds it.
 type QueueLock struct {
-	Queue    MessageQueue
+	Queue    client.MessageQueue
 	ClientID string
 }
 
@@ -28,20 +29,17 @@ type QueueLockTable struct {
 // broker only: docs/protocol.md). It is the brokers' own view of queue
 // ownership; a queue never has two owners on one broker, and a drill that
 // asks every broker checks that no queue has two across them either.
-func (a *Admin) QueueLocks(ctx context.Context, addr, group string) (*QueueLockTable, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) QueueLocks(ctx context.Context, addr, group string) (*QueueLockTable, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	if err := protocol.ValidateGroup(group); err != nil {
-		return nil, &ConfigError{"group", err.Error()}
+		return nil, &client.ConfigError{Field: "group", Reason: err.Error()}
 	}
 	h := protocol.ConsumerGroupRequestHeader{ConsumerGroup: group}
-	resp, err := a.c.invoke(ctx, addr, request(protocol.QueryQueueLocks, h.Ext(), nil), a.c.cfg.RequestTimeout)
+	resp, err := a.conn.Call(ctx, addr, req(protocol.QueryQueueLocks, h.Ext(), nil))
 	if err != nil {
 		return nil, err
-	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.QueryQueueLocks, addr, resp)
 	}
 	var body protocol.QueueLocksBody
 	if err := json.Unmarshal(resp.Body, &body); err != nil {
@@ -49,7 +47,7 @@ func (a *Admin) QueueLocks(ctx context.Context, addr, group string) (*QueueLockT
 	}
 	out := &QueueLockTable{Master: body.Master, Locks: make([]QueueLock, len(body.Locks))}
 	for i, l := range body.Locks {
-		out.Locks[i] = QueueLock{Queue: MessageQueue{Topic: l.Queue.Topic, BrokerName: l.Queue.BrokerName, QueueID: l.Queue.QueueID}, ClientID: l.ClientID}
+		out.Locks[i] = QueueLock{Queue: client.MessageQueue{Topic: l.Queue.Topic, BrokerName: l.Queue.BrokerName, QueueID: l.Queue.QueueID}, ClientID: l.ClientID}
 	}
 	return out, nil
 }

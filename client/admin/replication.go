@@ -1,4 +1,4 @@
-package client
+package admin
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/zonemq/zonemq/client"
 	"github.com/zonemq/zonemq/internal/protocol"
 )
 
@@ -30,12 +31,12 @@ type SwitchResult struct {
 // is gone: whatever the old master had acknowledged and the replica had
 // not copied is no longer in the group (none with sync replication), and
 // the old master truncates it when it returns.
-func (a *Admin) SwitchMaster(ctx context.Context, name string, to int64, force bool, timeout time.Duration) (*SwitchResult, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) SwitchMaster(ctx context.Context, name string, to int64, force bool, timeout time.Duration) (*SwitchResult, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	if to < 1 {
-		return nil, &ConfigError{"to", fmt.Sprintf("replica id %d: a replica's id is 1 or more", to)}
+		return nil, &client.ConfigError{Field: "to", Reason: fmt.Sprintf("replica id %d: a replica's id is 1 or more", to)}
 	}
 	brokers, err := a.Cluster(ctx)
 	if err != nil {
@@ -61,7 +62,7 @@ func (a *Admin) SwitchMaster(ctx context.Context, name string, to int64, force b
 			return nil, fmt.Errorf("zonemq client: broker %s has no live replica with id %d", name, to)
 		}
 		h := protocol.ReplicaPromoteRequestHeader{BrokerName: name, LogEnd: -1}
-		if err := a.expectSuccess(ctx, target, protocol.ReplicaPromote, h.Ext(), nil); err != nil {
+		if err := a.do(ctx, target, req(protocol.ReplicaPromote, h.Ext(), nil)); err != nil {
 			return nil, err
 		}
 		return &SwitchResult{Broker: name, NewMaster: target, Forced: true}, nil
@@ -70,32 +71,28 @@ func (a *Admin) SwitchMaster(ctx context.Context, name string, to int64, force b
 		return nil, fmt.Errorf("zonemq client: broker %s has no live master; use a forced switch to promote replica %d", name, to)
 	}
 	h := protocol.ReplicaSwitchRequestHeader{BrokerName: name, To: to, TimeoutMillis: timeout.Milliseconds()}
-	resp, err := a.c.invoke(ctx, master, request(protocol.ReplicaSwitch, h.Ext(), nil), timeout+a.c.cfg.RequestTimeout)
+	r := req(protocol.ReplicaSwitch, h.Ext(), nil)
+	r.Timeout = timeout + 5*time.Second // the switchover's pause, and the answer
+	resp, err := a.conn.Call(ctx, master, r)
 	if err != nil {
 		return nil, err
 	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.ReplicaSwitch, master, resp)
-	}
-	res := &SwitchResult{Broker: name, NewMaster: resp.Ext("newMaster")}
-	res.Epoch, _ = strconv.ParseInt(resp.Ext("epoch"), 10, 64)
-	res.LogEnd, _ = strconv.ParseInt(resp.Ext("logEnd"), 10, 64)
+	res := &SwitchResult{Broker: name, NewMaster: resp.Ext["newMaster"]}
+	res.Epoch, _ = strconv.ParseInt(resp.Ext["epoch"], 10, 64)
+	res.LogEnd, _ = strconv.ParseInt(resp.Ext["logEnd"], 10, 64)
 	return res, nil
 }
 
 // BrokerRuntime returns a broker's GET_BROKER_RUNTIME_INFO table: its
 // counters, store bounds and, for zonemq brokers, its replication state
 // (brokerRole, replicationEpoch, inSyncReplicas, replicas, masterAddr).
-func (a *Admin) BrokerRuntime(ctx context.Context, addr string) (map[string]string, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) BrokerRuntime(ctx context.Context, addr string) (map[string]string, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
-	resp, err := a.c.invoke(ctx, addr, request(protocol.GetBrokerRuntimeInfo, nil, nil), a.c.cfg.RequestTimeout)
+	resp, err := a.conn.Call(ctx, addr, req(protocol.GetBrokerRuntimeInfo, nil, nil))
 	if err != nil {
 		return nil, err
-	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.GetBrokerRuntimeInfo, addr, resp)
 	}
 	var kv protocol.KVTable
 	if err := json.Unmarshal(resp.Body, &kv); err != nil {

@@ -1,4 +1,4 @@
-package client
+package admin
 
 import (
 	"context"
@@ -34,17 +34,14 @@ type GroupConnections struct {
 
 // ConsumerConnections asks the broker at addr who is in group. A group with
 // no member there gets a ResponseError (CONSUMER_NOT_ONLINE, 206).
-func (a *Admin) ConsumerConnections(ctx context.Context, addr, group string) (*GroupConnections, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) ConsumerConnections(ctx context.Context, addr, group string) (*GroupConnections, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	h := protocol.ConsumerGroupRequestHeader{ConsumerGroup: group}
-	resp, err := a.c.invoke(ctx, addr, request(protocol.GetConsumerConnectionList, h.Ext(), nil), a.c.cfg.RequestTimeout)
+	resp, err := a.conn.Call(ctx, addr, req(protocol.GetConsumerConnectionList, h.Ext(), nil))
 	if err != nil {
 		return nil, err
-	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.GetConsumerConnectionList, addr, resp)
 	}
 	var cc protocol.ConsumerConnection
 	if err := json.Unmarshal(resp.Body, &cc); err != nil {
@@ -78,17 +75,14 @@ type ProducerConnection struct {
 // producer is listed once its first heartbeat reached the broker (about a
 // second after it first used it). A group with none there gets a
 // ResponseError (SYSTEM_ERROR, as Java brokers answer).
-func (a *Admin) ProducerConnections(ctx context.Context, addr, group string) ([]ProducerConnection, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) ProducerConnections(ctx context.Context, addr, group string) ([]ProducerConnection, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	h := protocol.ProducerGroupRequestHeader{ProducerGroup: group}
-	resp, err := a.c.invoke(ctx, addr, request(protocol.GetProducerConnectionList, h.Ext(), nil), a.c.cfg.RequestTimeout)
+	resp, err := a.conn.Call(ctx, addr, req(protocol.GetProducerConnectionList, h.Ext(), nil))
 	if err != nil {
 		return nil, err
-	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.GetProducerConnectionList, addr, resp)
 	}
 	var pc protocol.ProducerConnection
 	if err := json.Unmarshal(resp.Body, &pc); err != nil {
@@ -105,16 +99,13 @@ func (a *Admin) ProducerConnections(ctx context.Context, addr, group string) ([]
 // BrokerConfig returns the settings of the broker at addr
 // (GET_BROKER_CONFIG, `mqadmin getBrokerConfig`), RocketMQ broker.conf
 // names where one exists.
-func (a *Admin) BrokerConfig(ctx context.Context, addr string) (map[string]string, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) BrokerConfig(ctx context.Context, addr string) (map[string]string, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
-	resp, err := a.c.invoke(ctx, addr, request(protocol.GetBrokerConfig, nil, nil), a.c.cfg.RequestTimeout)
+	resp, err := a.conn.Call(ctx, addr, req(protocol.GetBrokerConfig, nil, nil))
 	if err != nil {
 		return nil, err
-	}
-	if resp.Code != int32(protocol.Success) {
-		return nil, responseError(protocol.GetBrokerConfig, addr, resp)
 	}
 	out := map[string]string{}
 	for _, line := range strings.Split(string(resp.Body), "\n") {
@@ -129,8 +120,8 @@ func (a *Admin) BrokerConfig(ctx context.Context, addr string) (map[string]strin
 // (UPDATE_BROKER_CONFIG, `mqadmin updateBrokerConfig`). zonemq brokers
 // accept only the keys that are safe to change live (diskMaxUsedSpaceRatio)
 // and refuse the whole request otherwise; the change lasts until restart.
-func (a *Admin) UpdateBrokerConfig(ctx context.Context, addr string, kv map[string]string) error {
-	if err := a.c.running(); err != nil {
+func (a *Client) UpdateBrokerConfig(ctx context.Context, addr string, kv map[string]string) error {
+	if err := a.conn.Running(); err != nil {
 		return err
 	}
 	keys := make([]string, 0, len(kv))
@@ -142,5 +133,5 @@ func (a *Admin) UpdateBrokerConfig(ctx context.Context, addr string, kv map[stri
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s=%s\n", k, kv[k])
 	}
-	return a.expectSuccess(ctx, addr, protocol.UpdateBrokerConfig, nil, []byte(b.String()))
+	return a.do(ctx, addr, req(protocol.UpdateBrokerConfig, nil, []byte(b.String())))
 }

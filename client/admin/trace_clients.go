@@ -1,4 +1,4 @@
-package client
+package admin
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // the client id carries: a zonemq SDK client's, or a stock client's whose
 // instance name ends in "@idc=NAME". Events stay unnamed when the client is
 // gone, or when several members of the group share the host and disagree.
-func (a *Admin) identifyTraceClients(ctx context.Context, evs []TraceEvent, brokers []BrokerStatus) {
+func (a *Client) identifyTraceClients(ctx context.Context, evs []TraceEvent, brokers []BrokerStatus) {
 	type groupKey struct {
 		producer bool
 		group    string

@@ -1,11 +1,11 @@
-package client
+package admin
 
 import (
 	"context"
 	"fmt"
 	"sort"
 
-	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/client"
 )
 
 // ToolsConsumerGroup is the group the admin reads queues as (RocketMQ's
@@ -18,24 +18,24 @@ const ToolsConsumerGroup = "TOOLS_CONSUMER"
 // message as ToolsConsumerGroup without committing. An offset outside the
 // queue, or one whose message is gone, is ErrNotFound with the queue's
 // bounds in the message.
-func (a *Admin) MessageAt(ctx context.Context, topic, brokerName string, queueID int, offset int64) (*MessageExt, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) MessageAt(ctx context.Context, topic, brokerName string, queueID int, offset int64) (*client.MessageExt, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	if offset < 0 || queueID < 0 {
 		return nil, fmt.Errorf("zonemq client: queue %d offset %d: both must be >= 0", queueID, offset)
 	}
-	r, err := a.c.routes.fetch(ctx, topic)
+	_, rbs, err := a.readBrokers(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
 	var (
-		chosen *readBroker
+		chosen *client.BrokerRoute
 		names  []string
 	)
-	for _, rb := range r.readBrokers() {
-		names = append(names, rb.broker.name)
-		if brokerName == "" || rb.broker.name == brokerName {
+	for _, rb := range rbs {
+		names = append(names, rb.Name)
+		if brokerName == "" || rb.Name == brokerName {
 			if chosen != nil {
 				chosen = nil
 				break
@@ -49,26 +49,20 @@ func (a *Admin) MessageAt(ctx context.Context, topic, brokerName string, queueID
 		return nil, fmt.Errorf("zonemq client: topic %s is on brokers %v: name one", topic, names)
 	case chosen == nil:
 		return nil, fmt.Errorf("zonemq client: topic %s has no readable queues on broker %q (brokers: %v)", topic, brokerName, names)
-	case queueID >= chosen.queues:
-		return nil, fmt.Errorf("zonemq client: topic %s has %d read queues on %s, no queue %d", topic, chosen.queues, chosen.broker.name, queueID)
+	case queueID >= chosen.ReadQueues:
+		return nil, fmt.Errorf("zonemq client: topic %s has %d read queues on %s, no queue %d", topic, chosen.ReadQueues, chosen.Name, queueID)
 	}
-	sub, err := newSubscription(topic, protocol.SubscribeAll, nil)
+	res, err := a.conn.Pull(ctx, *chosen, topic, queueID, ToolsConsumerGroup, offset, 1)
 	if err != nil {
 		return nil, err
 	}
-	mq := MessageQueue{Topic: topic, BrokerName: chosen.broker.name, QueueID: queueID}
-	res, err := a.c.pull(ctx, chosen.broker, pullRequest{group: ToolsConsumerGroup, mq: mq, offset: offset, maxNums: 1,
-		commitOffset: -1, sub: sub}, a.c.cfg.RequestTimeout)
-	if err != nil {
-		return nil, err
-	}
-	if res.Status != PullFound || len(res.Messages) == 0 || res.Messages[0].QueueOffset != offset {
-		return nil, fmt.Errorf("%w: %s queue %d has offsets %d..%d (pull: %s)", ErrNotFound, chosen.broker.name, queueID,
+	if res.Status != client.PullFound || len(res.Messages) == 0 || res.Messages[0].QueueOffset != offset {
+		return nil, fmt.Errorf("%w: %s queue %d has offsets %d..%d (pull: %s)", ErrNotFound, chosen.Name, queueID,
 			res.MinOffset, res.MaxOffset-1, res.Status)
 	}
 	m := res.Messages[0]
 	if m.BrokerAddr == "" {
-		m.BrokerAddr = chosen.broker.readAddr()
+		m.BrokerAddr = chosen.ReadAddr()
 	}
 	return m, nil
 }

@@ -1,4 +1,4 @@
-package client
+package admin
 
 import (
 	"context"
@@ -70,8 +70,8 @@ type TraceEvent struct {
 // MessageTrace returns the trace events of the message with id msgID
 // (its UNIQ_KEY, as SendResult.MsgID), oldest first, read from the trace
 // topic of every live broker of every IDC. No trace is an empty result.
-func (a *Admin) MessageTrace(ctx context.Context, msgID string) ([]TraceEvent, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) MessageTrace(ctx context.Context, msgID string) ([]TraceEvent, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	brokers, err := a.Cluster(ctx)
@@ -92,8 +92,8 @@ func (a *Admin) MessageTrace(ctx context.Context, msgID string) ([]TraceEvent, e
 
 // TraceByKey returns the trace events of every message whose keys include
 // key, oldest first.
-func (a *Admin) TraceByKey(ctx context.Context, key string) ([]TraceEvent, error) {
-	if err := a.c.running(); err != nil {
+func (a *Client) TraceByKey(ctx context.Context, key string) ([]TraceEvent, error) {
+	if err := a.conn.Running(); err != nil {
 		return nil, err
 	}
 	brokers, err := a.Cluster(ctx)
@@ -126,7 +126,7 @@ func (a *Admin) TraceByKey(ctx context.Context, key string) ([]TraceEvent, error
 
 // traceRecords reads the trace messages indexed under key (a message id
 // or key) from every live master and decodes their records.
-func (a *Admin) traceRecords(ctx context.Context, brokers []BrokerStatus, key string) ([]TraceEvent, error) {
+func (a *Client) traceRecords(ctx context.Context, brokers []BrokerStatus, key string) ([]TraceEvent, error) {
 	var (
 		mu   sync.Mutex
 		out  []TraceEvent
@@ -142,15 +142,10 @@ func (a *Admin) traceRecords(ctx context.Context, brokers []BrokerStatus, key st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := a.c.invoke(ctx, b.Addr, request(protocol.QueryMessage, h.Ext(), nil), a.c.cfg.RequestTimeout)
+			body, err := a.queryByKey(ctx, b.Addr, h)
 			var evs []TraceEvent
-			switch {
-			case err != nil:
-			case resp.Code == int32(protocol.QueryNotFound):
-			case resp.Code != int32(protocol.Success):
-				err = responseError(protocol.QueryMessage, b.Addr, resp)
-			default:
-				evs, err = decodeTraceMessages(resp.Body)
+			if err == nil {
+				evs, err = decodeTraceMessages(body)
 			}
 			mu.Lock()
 			defer mu.Unlock()
