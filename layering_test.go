@@ -55,14 +55,15 @@ var allowedImports = map[string][]string{
 	"client":            {"internal/remoting", "internal/protocol", "internal/idc", "internal/filter", "internal/acl", "internal/member"},
 	// The admin API (issue 26), beside the SDK as rocketmq-client-go's
 	// admin/ and franz-go's kadm: built on client.Conn, never the reverse.
-	"client/admin":        {"client", "internal/protocol", "internal/idc"},
-	"internal/devcluster": append(slices.Clone(servers), "internal/store", "client", "client/admin", "internal/controller", "internal/member"),
+	"client/admin": {"client", "internal/protocol", "internal/idc"},
+	"internal/devcluster": append(slices.Clone(servers), "internal/store", "client", "client/admin", "internal/controller", "internal/member",
+		"internal/proxy"),
 	"cmd/zonemq": append(slices.Clone(servers), "internal/devcluster", "client", "client/admin", "internal/protocol", "internal/acl", "internal/console",
 		// Not in §5 yet (issue 12): the TLS flag parsing and configs.
 		"internal/remoting",
 		// Not in §5 yet: the disaster drill and the controller (see
 		// their rows below).
-		"internal/drill", "internal/controller", "internal/member", "internal/loadgen"),
+		"internal/drill", "internal/controller", "internal/member", "internal/loadgen", "internal/proxy"),
 	// Not in ARCHITECTURE.md §5 yet (issue 12): RocketMQ ACL 1.0 checking and
 	// signing, standard library only, so servers and the SDK share it.
 	"internal/acl":      {"internal/remoting", "internal/protocol", "internal/member"},
@@ -102,6 +103,15 @@ var allowedImports = map[string][]string{
 	// it sees the cluster through the address servers' HTTP API and the
 	// public client's admin API, never through server packages.
 	"internal/console": {"client", "client/admin", "internal/protocol"},
+	// The RocketMQ 5 gRPC API, generated (issue 24): a leaf.
+	"internal/rmqpb": {},
+	// The gRPC access point (issue 24), its own role: a client application
+	// of the cluster, as RocketMQ's proxy in cluster mode, so it reaches
+	// the brokers through the SDK and never imports a server package.
+	"internal/proxy": {"client", "internal/rmqpb", "internal/protocol", "internal/idc"},
+	// The official RocketMQ 5 Go client in a process of its own, for tests
+	// (it registers the same protobuf names as internal/rmqpb).
+	"test/v5peer": {},
 }
 
 // prometheusClient is the module of prometheus/client_golang.
@@ -121,6 +131,10 @@ var allowedThirdParty = map[string][]string{
 	"internal/namesrv":     {prometheusClient},
 	"internal/addrsrv":     {prometheusClient},
 	"client/clientmetrics": {prometheusClient},
+	// gRPC and protobuf: the RocketMQ 5 clients speak nothing else.
+	"internal/rmqpb": {"google.golang.org/grpc", "google.golang.org/protobuf"},
+	"internal/proxy": {"google.golang.org/grpc", "google.golang.org/protobuf"},
+	"test/v5peer":    {"github.com/apache/rocketmq-clients/golang/v5"},
 }
 
 // goPackage is the part of `go list -json` output the checks read.

@@ -44,6 +44,12 @@ type Message struct {
 	DeliverAt time.Time
 	// Flag is RocketMQ's user flag, carried as is.
 	Flag int32
+	// ID, if set, is the message's client id (RocketMQ's UNIQ_KEY, what
+	// SendResult.MsgID and consumers' MsgID show) instead of one the
+	// producer makes: 1–128 printable ASCII characters without spaces or
+	// commas. The gRPC access point keeps the id a RocketMQ 5 client gave
+	// its message this way.
+	ID string
 }
 
 // MessageExt is a message as a consumer receives it.
@@ -142,7 +148,23 @@ func (m *Message) validate(maxSize int) error {
 	if strings.ContainsAny(m.Tags, "\x01\x02") || strings.Contains(m.Tags, "||") {
 		return fmt.Errorf("%w: tag %q contains a separator", ErrInvalidMessage, m.Tags)
 	}
+	if m.ID != "" && !validMessageID(m.ID) {
+		return fmt.Errorf("%w: id %q: want 1-128 printable ASCII characters, no space or comma", ErrInvalidMessage, m.ID)
+	}
 	return nil
+}
+
+// validMessageID reports whether id can be a Message.ID.
+func validMessageID(id string) bool {
+	if len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' || c == ',' {
+			return false
+		}
+	}
+	return true
 }
 
 // wireProperties renders the properties the message travels with: the user

@@ -146,7 +146,10 @@ func (s *sender) prepare(msgs []*Message) (*outgoing, error) {
 	if len(msgs) == 1 {
 		m := msgs[0]
 		out.code = protocol.SendMessage
-		out.msgID = processUniqKeys.next()
+		out.msgID = m.ID
+		if out.msgID == "" {
+			out.msgID = processUniqKeys.next()
+		}
 		out.header.Properties = m.encodeProperties(out.msgID)
 		out.header.Flag = m.Flag
 		out.body = m.Body
@@ -175,7 +178,10 @@ func (s *sender) prepare(msgs []*Message) (*outgoing, error) {
 		if m.DelayLevel > 0 || !m.DeliverAt.IsZero() {
 			return nil, fmt.Errorf("%w: a batch cannot carry delayed messages", ErrInvalidMessage)
 		}
-		ids[i] = processUniqKeys.next()
+		ids[i] = m.ID
+		if ids[i] == "" {
+			ids[i] = processUniqKeys.next()
+		}
 		out.body = appendBatchItem(out.body, m, m.encodeProperties(ids[i]))
 		size += len(m.Body)
 	}

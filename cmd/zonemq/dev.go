@@ -129,7 +129,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	start := time.Now()
 	dopts := devcluster.Options{IDCs: *idcs, DataDir: *dataDir, BasePort: *basePort, Logger: logger,
-		Replicas: *replicas, Replication: *replication, Controller: *withController, Secure: true}
+		Replicas: *replicas, Replication: *replication, Controller: *withController, Secure: true, AccessPoints: true}
 	if *metrics {
 		enableDevMetrics(&dopts, *basePort)
 	}
@@ -250,6 +250,14 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 				fmt.Fprintf(w, "  %s id %d  %s\n", devcluster.BrokerName(n), id, c.ReplicaAddr(n, id))
 			}
 		}
+	}
+	if c.AccessPointAddr(1) != "" {
+		var aps []string
+		for n := 1; n <= c.IDCs(); n++ {
+			aps = append(aps, c.AccessPointAddr(n))
+		}
+		fmt.Fprintf(w, "\nRocketMQ 5 clients (gRPC, TLS or plaintext; producers for now): one access point per IDC,\n"+
+			"endpoint %q (docs/grpc.md).\n", strings.Join(aps, ";"))
 	}
 	if c.Secure() {
 		fmt.Fprintf(w, "\nThe servers authenticate each other with the cluster secret in %s. Admin commands that\n"+

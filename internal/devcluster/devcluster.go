@@ -56,6 +56,7 @@ import (
 	"github.com/zonemq/zonemq/internal/controller"
 	"github.com/zonemq/zonemq/internal/member"
 	"github.com/zonemq/zonemq/internal/namesrv"
+	"github.com/zonemq/zonemq/internal/proxy"
 	"github.com/zonemq/zonemq/internal/store"
 )
 
@@ -108,6 +109,10 @@ type Options struct {
 	// of ClientConfig, for clusters whose hooks turn TLS on. Nil: plain.
 	ClientTLS *tls.Config
 
+	// AccessPoints starts a gRPC access point (internal/proxy) in every
+	// IDC, for the RocketMQ 5 clients, on port BasePort+8081.
+	AccessPoints bool
+
 	// Secure authenticates the cluster's members to each other: a cluster
 	// secret written to DataDir/cluster.secret (kept when it exists)
 	// goes to every name server, broker and voter (docs/security.md).
@@ -156,6 +161,9 @@ type idcNode struct {
 	controllerAddr, raftAddr string
 	controller               *controller.Server
 	controllerDone           chan struct{}
+
+	// accessPoint is the IDC's gRPC access point (Options.AccessPoints).
+	accessPoint *proxy.Server
 }
 
 // replicaNode is one replica broker: member id of group's broker group.
@@ -260,7 +268,33 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if opts.AccessPoints {
+		for _, node := range c.idcs {
+			cc := c.ClientConfig(node.n)
+			cc.Logger = c.logger
+			ap, err := proxy.Start(rctx, proxy.Config{Listen: c.listenAddr(node, "", 8081), IDC: node.name, Cluster: cc,
+				Logger: c.logger})
+			if err != nil {
+				c.Close()
+				return nil, fmt.Errorf("devcluster: access point of %s: %w", node.name, err)
+			}
+			c.mu.Lock()
+			node.accessPoint = ap
+			c.mu.Unlock()
+		}
+	}
 	return c, nil
+}
+
+// AccessPointAddr is IDC n's gRPC access point ("" without
+// Options.AccessPoints).
+func (c *Cluster) AccessPointAddr(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ap := c.node(n).accessPoint; ap != nil {
+		return ap.Addr()
+	}
+	return ""
 }
 
 // WaitReplicasInSync waits until every running master counts every replica
@@ -752,7 +786,18 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closed = true
+	var aps []*proxy.Server
+	for _, node := range c.idcs {
+		if node.accessPoint != nil {
+			aps = append(aps, node.accessPoint)
+		}
+	}
 	c.mu.Unlock()
+	for _, ap := range aps {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ap.Close(ctx)
+		cancel()
+	}
 	var wg sync.WaitGroup
 	for _, stop := range []func(int){c.StopBroker, c.StopNamesrv, c.StopAddrsrv} {
 		for n := 1; n <= len(c.idcs); n++ {

@@ -1,0 +1,215 @@
+package proxy_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
+	"github.com/zonemq/zonemq/internal/devcluster"
+	"github.com/zonemq/zonemq/internal/proxy"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+func testLogger() *slog.Logger {
+	if os.Getenv("ZONEMQ_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+var (
+	peerOnce sync.Once
+	peerBin  string
+	peerErr  error
+)
+
+// v5peer builds test/v5peer, the official RocketMQ 5 Go client in a
+// process of its own, once per test binary.
+func v5peer(t *testing.T) string {
+	t.Helper()
+	peerOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "v5peer-")
+		if err != nil {
+			peerErr = err
+			return
+		}
+		peerBin = filepath.Join(dir, "v5peer")
+		out, err := exec.Command("go", "build", "-o", peerBin, "../../test/v5peer").CombinedOutput()
+		if err != nil {
+			peerErr = fmt.Errorf("go build v5peer: %v\n%s", err, out)
+		}
+	})
+	if peerErr != nil {
+		t.Fatal(peerErr)
+	}
+	return peerBin
+}
+
+// peerLine is one line v5peer prints.
+type peerLine struct {
+	Op     string `json:"op"`
+	Body   string `json:"body"`
+	ID     string `json:"id"`
+	Err    string `json:"err"`
+	Sent   int    `json:"sent"`
+	Failed int    `json:"failed"`
+}
+
+// runPeer runs v5peer with args and returns its lines, its stderr and its
+// exit error.
+func runPeer(t *testing.T, args ...string) ([]peerLine, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, v5peer(t), args...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var lines []peerLine
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		var l peerLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			lines = append(lines, l)
+		}
+	}
+	return lines, stderr.String(), err
+}
+
+// cluster starts a 2-IDC dev cluster with topic (4 queues per broker) and
+// an access point in IDC 1.
+func cluster(t *testing.T, topic string) (*devcluster.Cluster, *proxy.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, DataDir: t.TempDir(), Logger: testLogger()})
+	testutil.NoError(t, err, "devcluster.Start")
+	t.Cleanup(func() { c.Close() })
+
+	cc := c.ClientConfig(1)
+	cc.Logger = testLogger()
+	adm, err := admin.New(admin.Config{ClientConfig: cc})
+	testutil.NoError(t, err)
+	testutil.NoError(t, adm.Start(ctx))
+	defer adm.Shutdown(ctx)
+	testutil.NoError(t, adm.CreateTopic(ctx, admin.TopicSpec{Topic: topic, Queues: 4}), "CreateTopic")
+	testutil.Eventually(t, 10*time.Second, func() error {
+		r, err := adm.TopicRoute(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if len(r.Brokers) != 2 {
+			return fmt.Errorf("route of %s has %d brokers", topic, len(r.Brokers))
+		}
+		return nil
+	})
+
+	ap, err := proxy.Start(ctx, proxy.Config{Listen: c.Host(1) + ":0", IDC: devcluster.IDCName(1), Cluster: cc, Logger: testLogger()})
+	testutil.NoError(t, err, "proxy.Start")
+	t.Cleanup(func() { ap.Close(context.Background()) })
+	return c, ap
+}
+
+// drain reads every message of topic from every broker.
+func drain(t *testing.T, c *devcluster.Cluster, topic string) []*client.MessageExt {
+	t.Helper()
+	ctx := context.Background()
+	cc := c.ClientConfig(1)
+	cc.Logger = testLogger()
+	pc, err := client.NewPullConsumer(client.PullConsumerConfig{ClientConfig: cc, Group: "drain"})
+	testutil.NoError(t, err)
+	testutil.NoError(t, pc.Start(ctx))
+	defer pc.Shutdown(ctx)
+	qs, err := pc.FetchQueues(ctx, topic)
+	testutil.NoError(t, err)
+	var out []*client.MessageExt
+	for _, q := range qs {
+		for off := int64(0); ; {
+			r, err := pc.Pull(ctx, q, off, 32)
+			testutil.NoError(t, err, q)
+			if r.Status != client.PullFound {
+				break
+			}
+			out = append(out, r.Messages...)
+			off = r.NextBeginOffset
+		}
+	}
+	return out
+}
+
+// The official Go client's producer sends through the access point with
+// TLS and with plaintext; every message lands once, in the access point's
+// own IDC, with the client's message id, tag and keys.
+func TestV5ProducerSendsThroughTheAccessPoint(t *testing.T) {
+	c, ap := cluster(t, "V5Orders")
+	for _, mode := range []string{"tls", "plain"} {
+		args := []string{"produce", "--endpoint", ap.Addr(), "--topic", "V5Orders", "--count", "40", "--prefix", mode,
+			"--tag", "TagA", "--keys", "order-" + mode, "--inflight", "8"}
+		if mode == "tls" {
+			args = append(args, "--tls")
+		}
+		lines, stderr, err := runPeer(t, args...)
+		testutil.NoError(t, err, mode, stderr)
+		last := lines[len(lines)-1]
+		testutil.Equal(t, last.Op, "done", mode)
+		testutil.Equal(t, last.Sent, 40, mode, lines)
+	}
+
+	got := drain(t, c, "V5Orders")
+	testutil.Equal(t, len(got), 80)
+	seen := map[string]*client.MessageExt{}
+	for _, m := range got {
+		seen[string(m.Body)] = m
+		testutil.Equal(t, m.IDC, devcluster.IDCName(1), "stored in the access point's IDC", string(m.Body))
+		testutil.Equal(t, m.Tags, "TagA")
+	}
+	testutil.Equal(t, len(seen), 80, "distinct bodies")
+	lines, _, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Orders", "--count", "3", "--prefix", "ids")
+	testutil.NoError(t, err)
+	for _, l := range lines[:3] {
+		testutil.True(t, l.ID != "", "a message id", l)
+	}
+	got = drain(t, c, "V5Orders")
+	for _, m := range got {
+		if l := slices.IndexFunc(lines, func(l peerLine) bool { return l.Body == string(m.Body) }); l >= 0 {
+			testutil.Equal(t, m.MsgID, lines[l].ID, "the client's message id is the stored one")
+		}
+	}
+}
+
+// A message group's messages go to one queue, in the order sent.
+func TestV5FIFOMessagesKeepTheirOrder(t *testing.T) {
+	c, ap := cluster(t, "V5Fifo")
+	lines, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Fifo", "--count", "30",
+		"--prefix", "f", "--fifo-group", "order-17")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Sent, 30, lines)
+	got := drain(t, c, "V5Fifo")
+	testutil.Equal(t, len(got), 30)
+	for i, m := range got {
+		testutil.Equal(t, m.BrokerName+"#"+fmt.Sprint(m.QueueID), got[0].BrokerName+"#"+fmt.Sprint(got[0].QueueID), "one queue")
+		testutil.Equal(t, string(m.Body), fmt.Sprintf("f-%d", i), "in order")
+		testutil.Equal(t, m.Properties["__SHARDINGKEY"], "order-17")
+	}
+}
+
+// An unknown topic fails the client's start with TOPIC_NOT_FOUND.
+func TestV5UnknownTopic(t *testing.T) {
+	_, ap := cluster(t, "V5Known")
+	_, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5NoSuchTopic", "--count", "1")
+	testutil.True(t, err != nil, "the client cannot start")
+	testutil.True(t, bytes.Contains([]byte(stderr), []byte("TOPIC_NOT_FOUND")), "TOPIC_NOT_FOUND in:", stderr)
+}

@@ -1,0 +1,167 @@
+// Command v5peer runs the official RocketMQ 5 Go client
+// (github.com/apache/rocketmq-clients/golang/v5) against an access point,
+// for zonemq's tests. It runs as its own process: the client registers the
+// same protobuf names as zonemq's internal/rmqpb, so the two cannot share a
+// binary. It writes one JSON object per line on stdout:
+//
+//	v5peer produce --endpoint HOST:PORT --topic T --count N [--prefix P] [--tag T] [--keys K]
+//	               [--fifo-group G] [--delay D] [--tls] [--access-key K --secret-key S] [--inflight N]
+//
+// prints {"op":"send","body":…,"id":…,"err":…} per message and a final
+// {"op":"done","sent":n,"failed":m}. Failed sends are reported, not fatal;
+// the exit code is 2 for bad flags and 1 when the client cannot start.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	rmq "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: v5peer produce [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "produce":
+		err = produce(os.Args[2:], os.Stdout)
+	default:
+		fmt.Fprintf(os.Stderr, "v5peer: unknown command %q\n", os.Args[1])
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "v5peer:", err)
+		os.Exit(1)
+	}
+}
+
+// setup quiets the client's own logging (it writes to $HOME/logs by
+// default) and chooses TLS, before any client exists.
+func setup(useTLS bool) {
+	os.Setenv("mq.consoleAppender.enabled", "false")
+	os.Setenv("rocketmq.client.logLevel", "error")
+	if dir, err := os.MkdirTemp("", "v5peer-logs-"); err == nil {
+		os.Setenv("rocketmq.client.logRoot", dir)
+	}
+	rmq.ResetLogger()
+	rmq.EnableSsl = useTLS
+}
+
+type line struct {
+	Op     string `json:"op"`
+	Body   string `json:"body,omitempty"`
+	ID     string `json:"id,omitempty"`
+	Err    string `json:"err,omitempty"`
+	Sent   int    `json:"sent,omitempty"`
+	Failed int    `json:"failed,omitempty"`
+}
+
+type printer struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (p *printer) print(l line) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.enc.Encode(l)
+}
+
+func produce(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
+	endpoint := fs.String("endpoint", "", "access point(s), HOST:PORT[;HOST:PORT]")
+	topic := fs.String("topic", "", "topic")
+	count := fs.Int("count", 10, "messages to send")
+	prefix := fs.String("prefix", "m", "body prefix: bodies are PREFIX-i")
+	tag := fs.String("tag", "", "tag")
+	keys := fs.String("keys", "", "a key for every message")
+	fifo := fs.String("fifo-group", "", "message group (FIFO)")
+	delay := fs.Duration("delay", 0, "deliver this long after sending")
+	useTLS := fs.Bool("tls", false, "connect with TLS")
+	ak := fs.String("access-key", "", "ACL access key")
+	sk := fs.String("secret-key", "", "ACL secret key")
+	inflight := fs.Int("inflight", 1, "sends in flight")
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
+	if *endpoint == "" || *topic == "" || *count < 1 || *inflight < 1 {
+		fmt.Fprintln(os.Stderr, "v5peer produce: --endpoint, --topic and a positive --count and --inflight are required")
+		os.Exit(2)
+	}
+	setup(*useTLS)
+	p, err := rmq.NewProducer(&rmq.Config{
+		Endpoint:    *endpoint,
+		Credentials: &credentials.SessionCredentials{AccessKey: *ak, AccessSecret: *sk},
+	}, rmq.WithTopics(*topic))
+	if err != nil {
+		return err
+	}
+	if err := p.Start(); err != nil {
+		return err
+	}
+	defer p.GracefulStop()
+
+	out := &printer{enc: json.NewEncoder(stdout)}
+	var (
+		wg           sync.WaitGroup
+		mu           sync.Mutex
+		sent, failed int
+	)
+	next := make(chan int)
+	for w := 0; w < *inflight; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				body := *prefix + "-" + strconv.Itoa(i)
+				m := &rmq.Message{Topic: *topic, Body: []byte(body)}
+				if *tag != "" {
+					m.SetTag(*tag)
+				}
+				if *keys != "" {
+					m.SetKeys(*keys)
+				}
+				if *fifo != "" {
+					m.SetMessageGroup(*fifo)
+				}
+				if *delay > 0 {
+					m.SetDelayTimestamp(time.Now().Add(*delay))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				receipts, err := p.Send(ctx, m)
+				cancel()
+				l := line{Op: "send", Body: body}
+				mu.Lock()
+				if err != nil {
+					l.Err = err.Error()
+					failed++
+				} else {
+					if len(receipts) > 0 {
+						l.ID = receipts[0].MessageID
+					}
+					sent++
+				}
+				mu.Unlock()
+				out.print(l)
+			}
+		}()
+	}
+	for i := 0; i < *count; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	out.print(line{Op: "done", Sent: sent, Failed: failed})
+	return nil
+}
