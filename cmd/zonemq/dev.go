@@ -256,7 +256,7 @@ func printDevBanner(w io.Writer, c *devcluster.Cluster, o devBannerOptions) {
 		for n := 1; n <= c.IDCs(); n++ {
 			aps = append(aps, c.AccessPointAddr(n))
 		}
-		fmt.Fprintf(w, "\nRocketMQ 5 clients (gRPC, TLS or plaintext; producers for now): one access point per IDC,\n"+
+		fmt.Fprintf(w, "\nRocketMQ 5 clients (gRPC, TLS or plaintext; producers and consumers): one access point per IDC,\n"+
 			"endpoint %q (docs/grpc.md).\n", strings.Join(aps, ";"))
 	}
 	if c.Secure() {

@@ -24,7 +24,7 @@ const proxyAbout = `Serves RocketMQ 5's gRPC API (apache.rocketmq.v2.MessagingSe
 official 5.x clients (Java, Go, C++, Python, Node.js, Rust, C#), plaintext and
 TLS on the same port. It sends through its own IDC's brokers first and another
 IDC's at once when those fail. This release serves producers (normal, FIFO and
-delay messages); consumers and transactions get NOT_IMPLEMENTED.
+delay messages) and consumers (simple and push); transactions get NOT_IMPLEMENTED.
 
 Without --tls-cert it makes a self-signed certificate at start, which the 5.x
 clients accept (they do not verify the server). Prints "access point on ADDR"

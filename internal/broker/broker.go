@@ -91,6 +91,7 @@ type Server struct {
 
 	topics    *topicTable
 	groups    *subscriptionGroupTable
+	pops      popTable // POP consumption state (pop.go)
 	registry  *clientRegistry
 	pulls     *pullHolder
 	namesrvs  *registrar
@@ -475,6 +476,9 @@ func (s *Server) registerHandlers() {
 	s.handle(protocol.ViewMessageByID, s.handleViewMessageByID)
 	s.handle(protocol.GetBrokerRuntimeInfo, s.handleGetBrokerRuntimeInfo)
 	s.handle(protocol.GetTopicFlows, s.handleGetTopicFlows)
+	s.handle(protocol.PopMessages, s.handlePopMessages)
+	s.handle(protocol.AckPopMessages, s.handleAckPopMessages)
+	s.handle(protocol.ChangePopInvisibleTime, s.handleChangePopInvisibleTime)
 	s.registerReplicationHandlers()
 }
 

@@ -68,6 +68,9 @@ func aclRequest(c *remoting.Conn, req *remoting.Command) acl.Request {
 		topic(ext("topic"), acl.Sub)
 	case protocol.ConsumerSendMsgBack:
 		group(ext("group"), acl.Sub)
+	case protocol.PopMessages, protocol.AckPopMessages, protocol.ChangePopInvisibleTime:
+		topic(ext("topic"), acl.Sub)
+		group(ext("consumerGroup"), acl.Sub)
 	case protocol.GetConsumerListByGroup, protocol.UnregisterClient, protocol.QueryQueueLocks:
 		group(ext("consumerGroup"), acl.Sub)
 	case protocol.LockBatchMQ, protocol.UnlockBatchMQ:

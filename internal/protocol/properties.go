@@ -37,6 +37,22 @@ const (
 	propertySeparatorSt          = "\x02"
 )
 
+// systemProperties are the names RocketMQ's clients and brokers set
+// themselves, never a user property (what the RocketMQ 5 clients show as
+// user properties leaves them out).
+var systemProperties = map[string]bool{
+	PropertyKeys: true, PropertyTags: true, PropertyWaitStoreMsgOK: true, PropertyDelayLevel: true,
+	PropertyRetryTopic: true, PropertyRealTopic: true, PropertyRealQueueID: true, PropertyTransactionPrepared: true,
+	PropertyProducerGroup: true, PropertyMinOffset: true, PropertyMaxOffset: true, PropertyUniqClientMessageID: true,
+	PropertyOriginMessageID: true, PropertyReconsumeTime: true, PropertyMaxReconsumeTimes: true,
+	PropertyConsumeStartTime: true, PropertyMsgRegion: true, PropertyTraceSwitch: true, PropertyCluster: true,
+	PropertyTimerDeliverMS: true, PropertyDLQOriginTopic: true, PropertyDLQOriginMessageID: true,
+	PropertyTransactionID: true, "__SHARDINGKEY": true, "TRACE_CONTEXT": true, "BORN_HOST": true,
+}
+
+// IsSystemProperty reports whether name is a property RocketMQ sets itself.
+func IsSystemProperty(name string) bool { return systemProperties[name] }
+
 // ParseProperties decodes a properties string into a map. Items without a
 // separator are skipped, as the Java decoder does.
 func ParseProperties(s string) map[string]string {

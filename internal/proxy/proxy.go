@@ -7,8 +7,9 @@
 // zonemq's IDC failover without a line of code.
 //
 // Plaintext and TLS share one port (the first byte tells them apart).
-// This release serves producers (normal, FIFO and delay messages); the
-// consumer calls (POP) and transactions answer NOT_IMPLEMENTED.
+// This release serves producers (normal, FIFO and delay messages) and
+// consumers (simple and push, by POP on the brokers); transactions answer
+// NOT_IMPLEMENTED.
 package proxy
 
 import (
@@ -74,6 +75,7 @@ type Server struct {
 
 	stopOnce sync.Once
 	served   chan struct{}
+	closing  chan struct{} // closed when Close begins: long polls end
 }
 
 // Start validates cfg, connects to the cluster and serves on cfg.Listen
@@ -107,7 +109,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	cc := cfg.Cluster
 	cc.IDC, cc.Logger = cfg.IDC, logger
-	s := &Server{cfg: cfg, logger: logger, served: make(chan struct{})}
+	s := &Server{cfg: cfg, logger: logger, served: make(chan struct{}), closing: make(chan struct{})}
 	if s.conn, err = client.NewConn(cc); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -151,6 +153,7 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // then the connections close.
 func (s *Server) Close(ctx context.Context) error {
 	s.stopOnce.Do(func() {
+		close(s.closing)
 		done := make(chan struct{})
 		go func() {
 			s.grpc.GracefulStop()

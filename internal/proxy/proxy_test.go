@@ -59,12 +59,14 @@ func v5peer(t *testing.T) string {
 
 // peerLine is one line v5peer prints.
 type peerLine struct {
-	Op     string `json:"op"`
-	Body   string `json:"body"`
-	ID     string `json:"id"`
-	Err    string `json:"err"`
-	Sent   int    `json:"sent"`
-	Failed int    `json:"failed"`
+	Op      string `json:"op"`
+	Body    string `json:"body"`
+	ID      string `json:"id"`
+	Attempt int    `json:"attempt"`
+	Err     string `json:"err"`
+	Sent    int    `json:"sent"`
+	Failed  int    `json:"failed"`
+	Acked   int    `json:"acked"`
 }
 
 // runPeer runs v5peer with args and returns its lines, its stderr and its
@@ -212,4 +214,70 @@ func TestV5UnknownTopic(t *testing.T) {
 	_, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5NoSuchTopic", "--count", "1")
 	testutil.True(t, err != nil, "the client cannot start")
 	testutil.True(t, bytes.Contains([]byte(stderr), []byte("TOPIC_NOT_FOUND")), "TOPIC_NOT_FOUND in:", stderr)
+}
+
+// The official client's SimpleConsumer receives through the access point
+// what remoting producers and 5.x producers sent, with the same message
+// ids; a message left unacked comes again (attempt 2) after its invisible
+// time; an acked one never does, not even for a new consumer of the group.
+func TestV5SimpleConsumer(t *testing.T) {
+	c, ap := cluster(t, "V5Simple")
+	cc := c.ClientConfig(2)
+	cc.Logger = testLogger()
+	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: cc})
+	testutil.NoError(t, err)
+	testutil.NoError(t, p.Start(context.Background()))
+	defer p.Shutdown(context.Background())
+	ids := map[string]string{}
+	for i := 0; i < 10; i++ {
+		body := fmt.Sprintf("remoting-%d", i)
+		res, err := p.SendSync(context.Background(), &client.Message{Topic: "V5Simple", Tags: "T", Keys: []string{"k"}, Body: []byte(body),
+			Properties: map[string]string{"color": "blue"}})
+		testutil.NoError(t, err)
+		ids[body] = res.MsgID
+	}
+	lines, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Simple", "--count", "10", "--prefix", "v5")
+	testutil.NoError(t, err, stderr)
+	for _, l := range lines {
+		if l.Op == "send" {
+			ids[l.Body] = l.ID
+		}
+	}
+	testutil.Equal(t, len(ids), 20)
+
+	lines, stderr, err = runPeer(t, "simple", "--endpoint", ap.Addr(), "--topic", "V5Simple", "--group", "V5SimpleGroup",
+		"--count", "20", "--invisible", "2s", "--await", "2s", "--skip-ack-first", "2", "--tls")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Acked, 20, "every message acked", lines)
+	skipped := map[string]bool{}
+	again := 0
+	for _, l := range lines {
+		if l.Op != "recv" {
+			continue
+		}
+		testutil.Equal(t, l.ID, ids[l.Body], "the message id the producer got", l.Body)
+		if len(skipped) < 2 && l.Attempt == 1 {
+			skipped[l.Body] = true
+		} else if skipped[l.Body] {
+			testutil.Equal(t, l.Attempt, 2, "a redelivery counts its attempt", l.Body)
+			again++
+		}
+	}
+	testutil.Equal(t, again, 2, "both unacked messages came again")
+
+	lines, _, err = runPeer(t, "simple", "--endpoint", ap.Addr(), "--topic", "V5Simple", "--group", "V5SimpleGroup",
+		"--count", "1", "--await", "1s", "--timeout", "4s")
+	testutil.NoError(t, err)
+	testutil.Equal(t, lines[len(lines)-1].Acked, 0, "nothing acked comes again", lines)
+}
+
+// The official client's PushConsumer receives every message through the
+// access point.
+func TestV5PushConsumer(t *testing.T) {
+	_, ap := cluster(t, "V5Push")
+	_, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Push", "--count", "30", "--prefix", "p")
+	testutil.NoError(t, err, stderr)
+	lines, stderr, err := runPeer(t, "push", "--endpoint", ap.Addr(), "--topic", "V5Push", "--group", "V5PushGroup", "--count", "30")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Acked, 30, "every message consumed", lines)
 }

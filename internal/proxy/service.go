@@ -312,8 +312,6 @@ func (s *Server) effectiveSettings(in *rmqpb.Settings) (*rmqpb.Settings, *rmqpb.
 		}}
 		return out, statusOK
 	}
-	// Consumers: answered so that they start, but nothing is served to
-	// them yet (ReceiveMessage is not implemented).
-	out.PubSub = in.PubSub
-	return out, status(rmqpb.Code_NOT_IMPLEMENTED, "consumers are not served by this access point yet")
+	consumerSettings(in, out)
+	return out, statusOK
 }

@@ -8,8 +8,18 @@
 //	               [--fifo-group G] [--delay D] [--tls] [--access-key K --secret-key S] [--inflight N]
 //
 // prints {"op":"send","body":…,"id":…,"err":…} per message and a final
-// {"op":"done","sent":n,"failed":m}. Failed sends are reported, not fatal;
-// the exit code is 2 for bad flags and 1 when the client cannot start.
+// {"op":"done","sent":n,"failed":m}.
+//
+//	v5peer simple --endpoint … --topic T --group G --count N [--invisible D] [--await D]
+//	              [--skip-ack-first K] [--timeout D] [--tls]
+//	v5peer push   --endpoint … --topic T --group G --count N [--timeout D] [--tls]
+//
+// receive until N distinct bodies are acked (or the timeout), printing
+// {"op":"recv","body":…,"id":…,"attempt":n} per delivery, {"op":"ack",…}
+// per ack and a final {"op":"done","acked":n}; --skip-ack-first K leaves
+// the first K deliveries unacked, so they come again. Failed calls are
+// reported, not fatal; the exit code is 2 for bad flags and 1 when the
+// client cannot start.
 package main
 
 import (
@@ -36,6 +46,10 @@ func main() {
 	switch os.Args[1] {
 	case "produce":
 		err = produce(os.Args[2:], os.Stdout)
+	case "simple":
+		err = consume(os.Args[2:], os.Stdout, false)
+	case "push":
+		err = consume(os.Args[2:], os.Stdout, true)
 	default:
 		fmt.Fprintf(os.Stderr, "v5peer: unknown command %q\n", os.Args[1])
 		os.Exit(2)
@@ -59,12 +73,14 @@ func setup(useTLS bool) {
 }
 
 type line struct {
-	Op     string `json:"op"`
-	Body   string `json:"body,omitempty"`
-	ID     string `json:"id,omitempty"`
-	Err    string `json:"err,omitempty"`
-	Sent   int    `json:"sent,omitempty"`
-	Failed int    `json:"failed,omitempty"`
+	Op      string `json:"op"`
+	Body    string `json:"body,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Attempt int32  `json:"attempt,omitempty"`
+	Err     string `json:"err,omitempty"`
+	Sent    int    `json:"sent,omitempty"`
+	Failed  int    `json:"failed,omitempty"`
+	Acked   int    `json:"acked,omitempty"`
 }
 
 type printer struct {
@@ -163,5 +179,129 @@ func produce(args []string, stdout io.Writer) error {
 	close(next)
 	wg.Wait()
 	out.print(line{Op: "done", Sent: sent, Failed: failed})
+	return nil
+}
+
+// consume runs a SimpleConsumer (push false) or a PushConsumer until count
+// distinct bodies are acked or the timeout.
+func consume(args []string, stdout io.Writer, push bool) error {
+	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
+	endpoint := fs.String("endpoint", "", "access point(s), HOST:PORT[;HOST:PORT]")
+	topic := fs.String("topic", "", "topic")
+	group := fs.String("group", "", "consumer group")
+	count := fs.Int("count", 10, "distinct messages to ack")
+	invisible := fs.Duration("invisible", 20*time.Second, "invisible time of a receive (simple)")
+	await := fs.Duration("await", 5*time.Second, "how long a receive waits for messages (simple)")
+	skip := fs.Int("skip-ack-first", 0, "leave the first K deliveries unacked (simple)")
+	timeout := fs.Duration("timeout", time.Minute, "give up after")
+	useTLS := fs.Bool("tls", false, "connect with TLS")
+	ak := fs.String("access-key", "", "ACL access key")
+	sk := fs.String("secret-key", "", "ACL secret key")
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
+	if *endpoint == "" || *topic == "" || *group == "" || *count < 1 {
+		fmt.Fprintln(os.Stderr, "v5peer consume: --endpoint, --topic, --group and a positive --count are required")
+		os.Exit(2)
+	}
+	setup(*useTLS)
+	cfg := &rmq.Config{Endpoint: *endpoint, ConsumerGroup: *group,
+		Credentials: &credentials.SessionCredentials{AccessKey: *ak, AccessSecret: *sk}}
+	subs := map[string]*rmq.FilterExpression{*topic: rmq.SUB_ALL}
+	out := &printer{enc: json.NewEncoder(stdout)}
+	var (
+		mu    sync.Mutex
+		acked = map[string]bool{}
+		done  = make(chan struct{})
+		once  sync.Once
+	)
+	record := func(body string) {
+		mu.Lock()
+		defer mu.Unlock()
+		acked[body] = true
+		if len(acked) >= *count {
+			once.Do(func() { close(done) })
+		}
+	}
+	deadline := time.After(*timeout)
+	if push {
+		pc, err := rmq.NewPushConsumer(cfg, rmq.WithPushSubscriptionExpressions(subs),
+			rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(mv *rmq.MessageView) rmq.ConsumerResult {
+				out.print(line{Op: "recv", Body: string(mv.GetBody()), ID: mv.GetMessageId(), Attempt: mv.GetDeliveryAttempt()})
+				record(string(mv.GetBody()))
+				return rmq.SUCCESS
+			}}))
+		if err != nil {
+			return err
+		}
+		if err := pc.Start(); err != nil {
+			return err
+		}
+		// GracefulStop waits for the receive in flight, a long poll of up
+		// to 20 s: give it 3 s, then let the process end.
+		defer func() {
+			stopped := make(chan struct{})
+			go func() {
+				pc.GracefulStop()
+				close(stopped)
+			}()
+			select {
+			case <-stopped:
+			case <-time.After(3 * time.Second):
+			}
+		}()
+		select {
+		case <-done:
+		case <-deadline:
+		}
+	} else {
+		sc, err := rmq.NewSimpleConsumer(cfg, rmq.WithSimpleAwaitDuration(*await), rmq.WithSimpleSubscriptionExpressions(subs))
+		if err != nil {
+			return err
+		}
+		if err := sc.Start(); err != nil {
+			return err
+		}
+		defer sc.GracefulStop()
+		deliveries := 0
+	loop:
+		for {
+			select {
+			case <-done:
+				break loop
+			case <-deadline:
+				break loop
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), *await+5*time.Second)
+			mvs, err := sc.Receive(ctx, 16, *invisible)
+			cancel()
+			if err != nil {
+				out.print(line{Op: "recv-error", Err: err.Error()})
+				continue
+			}
+			for _, mv := range mvs {
+				out.print(line{Op: "recv", Body: string(mv.GetBody()), ID: mv.GetMessageId(), Attempt: mv.GetDeliveryAttempt()})
+				deliveries++
+				if deliveries <= *skip {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := sc.Ack(ctx, mv)
+				cancel()
+				l := line{Op: "ack", Body: string(mv.GetBody()), ID: mv.GetMessageId()}
+				if err != nil {
+					l.Err = err.Error()
+				} else {
+					record(string(mv.GetBody()))
+				}
+				out.print(l)
+			}
+		}
+	}
+	mu.Lock()
+	n := len(acked)
+	mu.Unlock()
+	out.print(line{Op: "done", Acked: n})
 	return nil
 }
