@@ -108,7 +108,7 @@ var allowedImports = map[string][]string{
 	// The gRPC access point (issue 24), its own role: a client application
 	// of the cluster, as RocketMQ's proxy in cluster mode, so it reaches
 	// the brokers through the SDK and never imports a server package.
-	"internal/proxy": {"client", "internal/rmqpb", "internal/protocol", "internal/idc"},
+	"internal/proxy": {"client", "internal/rmqpb", "internal/protocol", "internal/idc", "internal/acl"},
 	// The official RocketMQ 5 Go client in a process of its own, for tests
 	// (it registers the same protobuf names as internal/rmqpb).
 	"test/v5peer": {},

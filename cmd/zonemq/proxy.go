@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/proxy"
 )
 
@@ -18,7 +19,7 @@ func init() {
 	})
 }
 
-const proxySynopsis = "--idc NAME --addrsrv URL[,URL…] [--listen 127.0.0.1:18081] [--advertise HOST:PORT] [--tls-cert F --tls-key F]"
+const proxySynopsis = "--idc NAME --addrsrv URL[,URL…] [--listen 127.0.0.1:18081] [--advertise HOST:PORT] [--tls-cert F --tls-key F] [--acl-file F]"
 
 const proxyAbout = `Serves RocketMQ 5's gRPC API (apache.rocketmq.v2.MessagingService) to the
 official 5.x clients (Java, Go, C++, Python, Node.js, Rust, C#), plaintext and
@@ -42,6 +43,8 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	advertise := fs.String("advertise", "", "`host:port` routes name for this access point when a client names none (default --listen)")
 	certFile := fs.String("tls-cert", "", "TLS certificate `file` (PEM) for clients connecting with TLS (default: self-signed)")
 	keyFile := fs.String("tls-key", "", "TLS private key `file` (PEM) of --tls-cert")
+	aclFile := fs.String("acl-file", "", "plain_acl.yml `file` whose accounts the RocketMQ 5 clients must sign with (default: no ACL);\n"+
+		"re-read when it changes")
 	if err := parseQuiet(fs, args, stderr); err != nil {
 		return err
 	}
@@ -63,8 +66,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	}
+	var checker *acl.Checker
+	if *aclFile != "" {
+		if checker, err = acl.Load(*aclFile, cc.Logger); err != nil {
+			return usagef("--acl-file: %v", err)
+		}
+		go checker.WatchLoop(ctx, 0)
+	}
 	s, err := proxy.Start(ctx, proxy.Config{Listen: *listen, Advertise: *advertise, IDC: cc.IDC, Cluster: cc,
-		TLS: serverTLS, Logger: cc.Logger})
+		TLS: serverTLS, ACL: checker, Logger: cc.Logger})
 	if err != nil {
 		return withSwapHint(cc, err)
 	}

@@ -20,6 +20,11 @@ const DefaultReloadInterval = time.Second
 // NO_PERMISSION (16) and the error's text as the remark.
 var ErrDenied = errors.New("access denied")
 
+// ErrNoPermission wraps (and is) ErrDenied for an authenticated account
+// that lacks a permission, as opposed to one that could not be
+// authenticated.
+var ErrNoPermission = fmt.Errorf("%w: no permission", ErrDenied)
+
 // Resource is a topic or group a request touches and the permission it
 // needs there.
 type Resource struct {
@@ -126,21 +131,10 @@ func (c *Checker) reload() (bool, error) {
 // why not. The order is RocketMQ's: global white list, access key known,
 // the account's white address, signature, admin, then each resource.
 func (c *Checker) Check(r Request) error {
-	cfg := c.cfg.Load()
-	ip := hostIP(r.RemoteAddr)
-	if cfg.globallyWhite(ip) {
-		return nil
-	}
 	ak := r.Ext[ExtAccessKey]
-	if ak == "" {
-		return fmt.Errorf("%w: request code %d carries no AccessKey; this server requires ACL credentials", ErrDenied, r.Code)
-	}
-	acct := cfg.accounts[ak]
-	if acct == nil {
-		return fmt.Errorf("%w: no account with accessKey %q", ErrDenied, ak)
-	}
-	if ip != nil && acct.white(ip) {
-		return nil
+	acct, pass, err := c.account(ak, r.RemoteAddr, fmt.Sprintf("request code %d", r.Code))
+	if acct == nil || pass {
+		return err
 	}
 	if !verifySignature(r.Ext, r.Body, acct.SecretKey) {
 		return fmt.Errorf("%w: the signature of request code %d does not match accessKey %q's secret key", ErrDenied, r.Code, ak)
@@ -158,13 +152,38 @@ func (c *Checker) Check(r Request) error {
 		return fmt.Errorf("%w: request code %d is an admin request and its signature binds no request code and time "+
 			"(%s, %s); send it with a zonemq admin tool or SDK, which bind them", ErrDenied, r.Code, ExtRequestCode, ExtRequestTime)
 	}
-	for _, res := range r.Resources {
+	return resourcesAllowed(acct, ak, r.Resources)
+}
+
+// account finds the account of access key ak for a request from remote
+// (what names the request in errors). pass means the request is let
+// through without more checks (a white address); with a nil account the
+// error says why it is refused, or is nil for a globally white address.
+func (c *Checker) account(ak, remote, what string) (acct *Account, pass bool, err error) {
+	cfg := c.cfg.Load()
+	ip := hostIP(remote)
+	if cfg.globallyWhite(ip) {
+		return nil, true, nil
+	}
+	if ak == "" {
+		return nil, false, fmt.Errorf("%w: %s carries no AccessKey; this server requires ACL credentials", ErrDenied, what)
+	}
+	acct = cfg.accounts[ak]
+	if acct == nil {
+		return nil, false, fmt.Errorf("%w: no account with accessKey %q", ErrDenied, ak)
+	}
+	return acct, ip != nil && acct.white(ip), nil
+}
+
+// resourcesAllowed checks every resource against the account.
+func resourcesAllowed(acct *Account, ak string, resources []Resource) error {
+	for _, res := range resources {
 		if !acct.allows(res) {
 			kind := "topic"
 			if res.Group {
 				kind = "group"
 			}
-			return fmt.Errorf("%w: accessKey %q has no %s permission on %s %s", ErrDenied, ak, res.Perm, kind, res.Name)
+			return fmt.Errorf("%w: accessKey %q has no %s permission on %s %s", ErrNoPermission, ak, res.Perm, kind, res.Name)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/idc"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/rmqpb"
@@ -73,6 +74,9 @@ func (s *Server) QueryAssignment(ctx context.Context, req *rmqpb.QueryAssignment
 	if err := protocol.ValidateGroup(req.GetGroup().GetName()); err != nil {
 		return &rmqpb.QueryAssignmentResponse{Status: status(rmqpb.Code_ILLEGAL_CONSUMER_GROUP, "%v", err)}, nil
 	}
+	if st := s.authorize(ctx, "QueryAssignment", topicRes(topic, acl.Sub), groupRes(req.GetGroup().GetName())); st != nil {
+		return &rmqpb.QueryAssignmentResponse{Status: st}, nil
+	}
 	if _, err := s.conn.Route(ctx, topic); err != nil {
 		if errors.Is(err, &client.ResponseError{Code: client.CodeTopicNotExist}) {
 			return &rmqpb.QueryAssignmentResponse{Status: status(rmqpb.Code_TOPIC_NOT_FOUND, "topic %s does not exist", topic)}, nil
@@ -108,6 +112,9 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 	}
 	if err := protocol.ValidateTopic(topic); err != nil {
 		return reply(status(rmqpb.Code_ILLEGAL_TOPIC, "%v", err))
+	}
+	if st := s.authorize(ctx, "ReceiveMessage", topicRes(topic, acl.Sub), groupRes(group)); st != nil {
+		return reply(st)
 	}
 	invisible := defaultInvisible
 	if d := req.GetInvisibleDuration(); d != nil {
@@ -299,6 +306,9 @@ func (s *Server) masterOf(ctx context.Context, topic, name string) (string, erro
 // INVALID_RECEIPT_HANDLE.
 func (s *Server) AckMessage(ctx context.Context, req *rmqpb.AckMessageRequest) (*rmqpb.AckMessageResponse, error) {
 	group, topic := req.GetGroup().GetName(), req.GetTopic().GetName()
+	if st := s.authorize(ctx, "AckMessage", topicRes(topic, acl.Sub), groupRes(group)); st != nil {
+		return &rmqpb.AckMessageResponse{Status: st}, nil
+	}
 	resp := &rmqpb.AckMessageResponse{Status: statusOK}
 	for _, e := range req.GetEntries() {
 		st := s.ack(ctx, group, topic, e.GetReceiptHandle())
@@ -352,6 +362,9 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *rmqpb.ChangeI
 		return fail(status(rmqpb.Code_INVALID_RECEIPT_HANDLE, "receipt handle %q was not issued by zonemq", old))
 	}
 	topic := req.GetTopic().GetName()
+	if st := s.authorize(ctx, "ChangeInvisibleDuration", topicRes(topic, acl.Sub), groupRes(req.GetGroup().GetName())); st != nil {
+		return fail(st)
+	}
 	addr, err := s.masterOf(ctx, topic, broker)
 	if err != nil {
 		return fail(status(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err))

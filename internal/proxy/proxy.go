@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/rmqpb"
 )
 
@@ -54,6 +55,10 @@ type Config struct {
 	// secret for the brokers. Its IDC and Logger are set from the fields
 	// above.
 	Cluster client.ClientConfig
+	// ACL, when set, decides every call: the RocketMQ 5 clients sign with
+	// the accounts of this plain_acl.yml (docs/grpc.md). The access point
+	// itself reaches the brokers with Cluster's credentials.
+	ACL *acl.Checker
 	// TLS is the server certificate for clients that connect with TLS; nil
 	// means a self-signed one made at start (the RocketMQ 5 clients do not
 	// verify it).

@@ -11,12 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/zonemq/zonemq/client"
 	"github.com/zonemq/zonemq/client/admin"
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/devcluster"
 	"github.com/zonemq/zonemq/internal/proxy"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -280,4 +282,123 @@ func TestV5PushConsumer(t *testing.T) {
 	lines, stderr, err := runPeer(t, "push", "--endpoint", ap.Addr(), "--topic", "V5Push", "--group", "V5PushGroup", "--count", "30")
 	testutil.NoError(t, err, stderr)
 	testutil.Equal(t, lines[len(lines)-1].Acked, 30, "every message consumed", lines)
+}
+
+// startAccessPoint starts IDC n's access point, closed at the end of the
+// test (Close is idempotent, so a test may close it earlier).
+func startAccessPoint(t *testing.T, c *devcluster.Cluster, n int) *proxy.Server {
+	t.Helper()
+	cc := c.ClientConfig(n)
+	cc.Logger = testLogger()
+	ap, err := proxy.Start(context.Background(), proxy.Config{Listen: c.Host(n) + ":0", IDC: devcluster.IDCName(n), Cluster: cc,
+		Logger: testLogger()})
+	testutil.NoError(t, err, "proxy.Start")
+	t.Cleanup(func() { ap.Close(context.Background()) })
+	return ap
+}
+
+// With its own IDC's broker down, the access point sends to and receives
+// from another IDC's: 5.x clients see no failure.
+func TestV5BrokerDownInTheAccessPointsIDC(t *testing.T) {
+	c, ap := cluster(t, "V5Failover")
+	c.StopBroker(1)
+	lines, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Failover", "--count", "20", "--prefix", "f")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Sent, 20, "every send succeeded", lines)
+	for _, m := range drain(t, c, "V5Failover") {
+		testutil.Equal(t, m.IDC, devcluster.IDCName(2), "stored in the other IDC")
+	}
+	lines, stderr, err = runPeer(t, "simple", "--endpoint", ap.Addr(), "--topic", "V5Failover", "--group", "V5FailoverGroup",
+		"--count", "20", "--await", "2s")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Acked, 20, "every message received from the other IDC", lines)
+}
+
+// A whole IDC lost, access point included: a 5.x client configured with
+// both IDCs' access points produces and consumes through the other.
+func TestV5IDCLost(t *testing.T) {
+	c, ap1 := cluster(t, "V5IDCLost")
+	ap2 := startAccessPoint(t, c, 2)
+	both := ap1.Addr() + ";" + ap2.Addr()
+	lines, stderr, err := runPeer(t, "produce", "--endpoint", both, "--topic", "V5IDCLost", "--count", "10", "--prefix", "before")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Sent, 10, lines)
+
+	ap1.Close(context.Background())
+	c.StopIDC(1)
+	lines, stderr, err = runPeer(t, "produce", "--endpoint", both, "--topic", "V5IDCLost", "--count", "10", "--prefix", "after")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Sent, 10, "every send succeeded with idc1 gone", lines)
+	// The "before" messages are on idc2 too when the client's one
+	// connection went to idc2's access point: consume whatever idc2 holds.
+	avail := len(drain(t, c, "V5IDCLost"))
+	testutil.True(t, avail == 10 || avail == 20, "idc2 holds the after messages and maybe the before ones", avail)
+	lines, stderr, err = runPeer(t, "simple", "--endpoint", both, "--topic", "V5IDCLost", "--group", "V5IDCLostGroup",
+		"--count", fmt.Sprint(avail), "--await", "2s", "--timeout", "30s")
+	testutil.NoError(t, err, stderr)
+	got := map[string]bool{}
+	for _, l := range lines {
+		if l.Op == "ack" && l.Err == "" {
+			got[l.Body] = true
+		}
+	}
+	for i := 0; i < 10; i++ {
+		testutil.True(t, got[fmt.Sprintf("after-%d", i)], "sent after the loss, received", i, lines)
+	}
+}
+
+const v5ACL = `accounts:
+  - accessKey: v5writer
+    secretKey: v5writerSecret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms:
+      - V5Acl=PUB
+  - accessKey: v5reader
+    secretKey: v5readerSecret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms:
+      - V5Acl=SUB
+    groupPerms:
+      - V5AclGroup=SUB
+`
+
+// With an ACL, the access point checks the RocketMQ 5 clients' signatures
+// and permissions: the right account sends and receives; a wrong secret
+// cannot start; an account without PUB cannot send; no credentials, none.
+func TestV5ACL(t *testing.T) {
+	c, _ := cluster(t, "V5Acl")
+	path := filepath.Join(t.TempDir(), "plain_acl.yml")
+	testutil.NoError(t, os.WriteFile(path, []byte(v5ACL), 0o600))
+	checker, err := acl.Load(path, testLogger())
+	testutil.NoError(t, err)
+	cc := c.ClientConfig(1)
+	cc.Logger = testLogger()
+	ap, err := proxy.Start(context.Background(), proxy.Config{Listen: c.Host(1) + ":0", IDC: devcluster.IDCName(1), Cluster: cc,
+		ACL: checker, Logger: testLogger()})
+	testutil.NoError(t, err)
+	t.Cleanup(func() { ap.Close(context.Background()) })
+
+	produce := func(ak, sk string) ([]peerLine, string, error) {
+		return runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Acl", "--count", "5", "--prefix", ak,
+			"--access-key", ak, "--secret-key", sk)
+	}
+	lines, stderr, err := produce("v5writer", "v5writerSecret")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Sent, 5, lines)
+
+	_, stderr, err = produce("v5writer", "wrongSecret")
+	testutil.True(t, err != nil && strings.Contains(stderr, "UNAUTHORIZED"), "a wrong secret is refused", stderr)
+	_, stderr, err = produce("", "")
+	testutil.True(t, err != nil && strings.Contains(stderr, "UNAUTHORIZED"), "no credentials are refused", stderr)
+	lines, stderr, err = produce("v5reader", "v5readerSecret")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Failed, 5, "an account without PUB sends nothing", lines)
+	testutil.True(t, strings.Contains(lines[0].Err, "FORBIDDEN"), lines[0].Err)
+
+	lines, stderr, err = runPeer(t, "simple", "--endpoint", ap.Addr(), "--topic", "V5Acl", "--group", "V5AclGroup", "--count", "5",
+		"--await", "2s", "--access-key", "v5reader", "--secret-key", "v5readerSecret")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Acked, 5, "the reader receives", lines)
 }

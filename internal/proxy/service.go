@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/idc"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/rmqpb"
@@ -59,6 +60,9 @@ func (s *Server) QueryRoute(ctx context.Context, req *rmqpb.QueryRouteRequest) (
 	topic := req.GetTopic().GetName()
 	if err := protocol.ValidateTopic(topic); err != nil {
 		return &rmqpb.QueryRouteResponse{Status: status(rmqpb.Code_ILLEGAL_TOPIC, "%v", err)}, nil
+	}
+	if st := s.authorize(ctx, "QueryRoute", topicRes(topic, acl.Any)); st != nil {
+		return &rmqpb.QueryRouteResponse{Status: st}, nil
 	}
 	r, err := s.conn.Route(ctx, topic)
 	if errors.Is(err, &client.ResponseError{Code: client.CodeTopicNotExist}) {
@@ -133,6 +137,9 @@ func (s *Server) Heartbeat(ctx context.Context, req *rmqpb.HeartbeatRequest) (*r
 	if clientID(ctx) == "" {
 		return &rmqpb.HeartbeatResponse{Status: status(rmqpb.Code_CLIENT_ID_REQUIRED, "x-mq-client-id is missing")}, nil
 	}
+	if st := s.authorize(ctx, "Heartbeat"); st != nil {
+		return &rmqpb.HeartbeatResponse{Status: st}, nil
+	}
 	return &rmqpb.HeartbeatResponse{Status: statusOK}, nil
 }
 
@@ -162,6 +169,9 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 		}
 		msgs[i] = m
 		group = pb.GetSystemProperties().GetMessageGroup()
+	}
+	if st := s.authorize(ctx, "SendMessage", topicRes(msgs[0].Topic, acl.Pub)); st != nil {
+		return &rmqpb.SendMessageResponse{Status: st}, nil
 	}
 	entries := make([]*rmqpb.SendResultEntry, len(pbs))
 	fail := func(i int, err error) *rmqpb.SendMessageResponse {
@@ -272,6 +282,9 @@ func sendStatus(err error) *rmqpb.Status {
 func (s *Server) Telemetry(stream rmqpb.MessagingService_TelemetryServer) error {
 	if clientID(stream.Context()) == "" {
 		return stream.Send(&rmqpb.TelemetryCommand{Status: status(rmqpb.Code_CLIENT_ID_REQUIRED, "x-mq-client-id is missing")})
+	}
+	if st := s.authorize(stream.Context(), "Telemetry"); st != nil {
+		return stream.Send(&rmqpb.TelemetryCommand{Status: st})
 	}
 	for {
 		cmd, err := stream.Recv()
