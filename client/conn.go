@@ -145,6 +145,21 @@ func (n *Conn) Route(ctx context.Context, topic string) (*TopicRoute, error) {
 	if err != nil {
 		return nil, err
 	}
+	return topicRoute(topic, r)
+}
+
+// CachedRoute is Route from the Conn's route cache, which is refreshed in
+// the background (every RouteRefreshInterval, and every 500 ms while a
+// broker of it is silent); the first call for a topic asks a name server.
+func (n *Conn) CachedRoute(ctx context.Context, topic string) (*TopicRoute, error) {
+	r, err := n.c.routes.get(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	return topicRoute(topic, r)
+}
+
+func topicRoute(topic string, r *route) (*TopicRoute, error) {
 	if r.notFound {
 		return nil, &ResponseError{Op: protocol.GetRouteInfoByTopic.String(), Code: CodeTopicNotExist, Remark: "no route for " + topic}
 	}

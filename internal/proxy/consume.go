@@ -77,7 +77,7 @@ func (s *Server) QueryAssignment(ctx context.Context, req *rmqpb.QueryAssignment
 	if st := s.authorize(ctx, "QueryAssignment", topicRes(topic, acl.Sub), groupRes(req.GetGroup().GetName())); st != nil {
 		return &rmqpb.QueryAssignmentResponse{Status: st}, nil
 	}
-	if _, err := s.conn.Route(ctx, topic); err != nil {
+	if _, err := s.conn.CachedRoute(ctx, topic); err != nil {
 		if errors.Is(err, &client.ResponseError{Code: client.CodeTopicNotExist}) {
 			return &rmqpb.QueryAssignmentResponse{Status: status(rmqpb.Code_TOPIC_NOT_FOUND, "topic %s does not exist", topic)}, nil
 		}
@@ -183,7 +183,7 @@ type popArgs struct {
 // pop asks the topic's masters for messages, this IDC's first (in random
 // order, so no broker starves), then the others'.
 func (s *Server) pop(ctx context.Context, p popArgs) ([]*rmqpb.Message, error) {
-	r, err := s.conn.Route(ctx, p.topic)
+	r, err := s.conn.CachedRoute(ctx, p.topic)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func splitHandle(h string) (broker, brokerHandle string, ok bool) {
 
 // masterOf is the master address of broker name in topic's route.
 func (s *Server) masterOf(ctx context.Context, topic, name string) (string, error) {
-	r, err := s.conn.Route(ctx, topic)
+	r, err := s.conn.CachedRoute(ctx, topic)
 	if err != nil {
 		return "", err
 	}

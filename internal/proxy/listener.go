@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,9 @@ const sniffTimeout = 10 * time.Second
 // maxSniffing bounds the connections being sniffed at once; more wait in
 // the kernel's accept queue.
 const maxSniffing = 256
+
+// maxConns bounds the open client connections; one more is closed at once.
+const maxConns = 10000
 
 // sniffListener serves plaintext and TLS on one port, as the RocketMQ 5
 // clients expect (they default to TLS; plaintext is one setting away): the
@@ -40,6 +44,7 @@ type sniffListener struct {
 	once  sync.Once
 	slots chan struct{}
 	wg    sync.WaitGroup
+	open  atomic.Int64 // client connections open now
 }
 
 func newSniffListener(inner net.Listener, cfg *tls.Config, logger *slog.Logger) *sniffListener {
@@ -59,6 +64,12 @@ func (l *sniffListener) acceptLoop() {
 			return
 		}
 		c, err := l.inner.Accept()
+		if err == nil && l.open.Load() >= maxConns {
+			l.logger.Warn("connection refused: the access point has as many as it allows", "remote", c.RemoteAddr().String(), "max", maxConns)
+			c.Close()
+			<-l.slots
+			continue
+		}
 		if err != nil {
 			<-l.slots
 			var ne net.Error
@@ -101,7 +112,9 @@ func (l *sniffListener) sniff(c net.Conn) (net.Conn, bool) {
 	if err != nil {
 		return nil, false
 	}
-	pc := &peekedConn{Conn: c, r: br}
+	// From here the connection counts as open until it is closed.
+	l.open.Add(1)
+	pc := &peekedConn{Conn: c, r: br, release: func() { l.open.Add(-1) }}
 	if first[0] != 0x16 {
 		c.SetDeadline(time.Time{})
 		return pc, true
@@ -111,6 +124,7 @@ func (l *sniffListener) sniff(c net.Conn) (net.Conn, bool) {
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		l.logger.Debug("TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+		pc.Close()
 		return nil, false
 	}
 	c.SetDeadline(time.Time{})
@@ -137,13 +151,21 @@ func (l *sniffListener) Close() error {
 
 func (l *sniffListener) Addr() net.Addr { return l.inner.Addr() }
 
-// peekedConn is a connection whose first bytes were read into r.
+// peekedConn is a connection whose first bytes were read into r; release
+// runs once, at its first Close.
 type peekedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r       *bufio.Reader
+	release func()
+	once    sync.Once
 }
 
 func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *peekedConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
 
 // selfSignedTLS returns a TLS config with a fresh self-signed certificate
 // for host, for an access point started without --tls-cert: the RocketMQ 5

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +97,12 @@ func runPeer(t *testing.T, args ...string) ([]peerLine, string, error) {
 // cluster starts a 2-IDC dev cluster with topic (4 queues per broker) and
 // an access point in IDC 1.
 func cluster(t *testing.T, topic string) (*devcluster.Cluster, *proxy.Server) {
+	t.Helper()
+	return clusterB(t, topic)
+}
+
+// clusterB is cluster for tests and benchmarks.
+func clusterB(t testing.TB, topic string) (*devcluster.Cluster, *proxy.Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -401,4 +408,67 @@ func TestV5ACL(t *testing.T) {
 		"--await", "2s", "--access-key", "v5reader", "--secret-key", "v5readerSecret")
 	testutil.NoError(t, err, stderr)
 	testutil.Equal(t, lines[len(lines)-1].Acked, 5, "the reader receives", lines)
+}
+
+// A planned switchover of the access point's broker group while a 5.x
+// consumer group is half way: every message is still received and acked,
+// whatever was in flight comes again from the new master.
+func TestV5ConsumeAcrossASwitchover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, Replicas: 2, Replication: "sync", DataDir: t.TempDir(), Logger: testLogger()})
+	testutil.NoError(t, err, "devcluster.Start")
+	t.Cleanup(func() { c.Close() })
+	cc := c.ClientConfig(1)
+	cc.Logger = testLogger()
+	adm, err := admin.New(admin.Config{ClientConfig: cc})
+	testutil.NoError(t, err)
+	testutil.NoError(t, adm.Start(ctx))
+	defer adm.Shutdown(ctx)
+	testutil.NoError(t, adm.CreateTopic(ctx, admin.TopicSpec{Topic: "V5Switch", Queues: 2}))
+	testutil.NoError(t, c.WaitReplicasInSync(ctx))
+	ap := startAccessPoint(t, c, 1)
+
+	lines, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Switch", "--count", "40", "--prefix", "s")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Sent, 40, lines)
+	acked := map[string]bool{}
+	consume := func(n int) {
+		t.Helper()
+		lines, stderr, err := runPeer(t, "simple", "--endpoint", ap.Addr(), "--topic", "V5Switch", "--group", "V5SwitchGroup",
+			"--count", fmt.Sprint(n), "--await", "2s", "--invisible", "3s", "--timeout", "20s")
+		testutil.NoError(t, err, stderr)
+		for _, l := range lines {
+			if l.Op == "ack" && l.Err == "" {
+				acked[l.Body] = true
+			}
+		}
+	}
+	consume(20)
+	testutil.True(t, len(acked) >= 20, "half acked before", len(acked))
+	_, err = adm.SwitchMaster(ctx, devcluster.BrokerName(1), 1, false, 5*time.Second)
+	testutil.NoError(t, err, "switchover")
+	for round := 0; round < 3 && len(acked) < 40; round++ {
+		consume(40 - len(acked))
+	}
+	for i := 0; i < 40; i++ {
+		testutil.True(t, acked[fmt.Sprintf("s-%d", i)], "received and acked", i)
+	}
+}
+
+// Silent connections (never a byte) and garbage do not hold up the access
+// point: a client connecting after them is served.
+func TestV5SilentConnectionsDoNotBlock(t *testing.T) {
+	_, ap := cluster(t, "V5Silent")
+	for i := 0; i < 50; i++ {
+		cn, err := net.Dial("tcp", ap.Addr())
+		testutil.NoError(t, err)
+		t.Cleanup(func() { cn.Close() })
+		if i%2 == 1 {
+			cn.Write([]byte("GET / HTTP/1.1\r\n\r\n")) // not HTTP/2: the server hangs up
+		}
+	}
+	lines, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Silent", "--count", "3", "--tls")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Sent, 3, lines)
 }

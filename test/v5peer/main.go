@@ -5,10 +5,11 @@
 // binary. It writes one JSON object per line on stdout:
 //
 //	v5peer produce --endpoint HOST:PORT --topic T --count N [--prefix P] [--tag T] [--keys K]
-//	               [--fifo-group G] [--delay D] [--tls] [--access-key K --secret-key S] [--inflight N]
+//	               [--fifo-group G] [--delay D] [--tls] [--access-key K --secret-key S] [--inflight N] [--size B]
 //
 // prints {"op":"send","body":…,"id":…,"err":…} per message and a final
-// {"op":"done","sent":n,"failed":m}.
+// {"op":"done","sent":n,"failed":m,"elapsedMs":t} (t: the sending, after the
+// client's start).
 //
 //	v5peer simple --endpoint … --topic T --group G --count N [--invisible D] [--await D]
 //	              [--skip-ack-first K] [--timeout D] [--tls]
@@ -81,6 +82,7 @@ type line struct {
 	Sent    int    `json:"sent,omitempty"`
 	Failed  int    `json:"failed,omitempty"`
 	Acked   int    `json:"acked,omitempty"`
+	Millis  int64  `json:"elapsedMs,omitempty"`
 }
 
 type printer struct {
@@ -108,6 +110,7 @@ func produce(args []string, stdout io.Writer) error {
 	ak := fs.String("access-key", "", "ACL access key")
 	sk := fs.String("secret-key", "", "ACL secret key")
 	inflight := fs.Int("inflight", 1, "sends in flight")
+	size := fs.Int("size", 0, "pad each body to this many bytes")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -141,7 +144,12 @@ func produce(args []string, stdout io.Writer) error {
 			defer wg.Done()
 			for i := range next {
 				body := *prefix + "-" + strconv.Itoa(i)
-				m := &rmq.Message{Topic: *topic, Body: []byte(body)}
+				raw := []byte(body)
+				if len(raw) < *size {
+					raw = append(raw, make([]byte, *size-len(raw))...)
+					body = string(raw[:len(body)])
+				}
+				m := &rmq.Message{Topic: *topic, Body: raw}
 				if *tag != "" {
 					m.SetTag(*tag)
 				}
@@ -173,12 +181,13 @@ func produce(args []string, stdout io.Writer) error {
 			}
 		}()
 	}
+	start := time.Now()
 	for i := 0; i < *count; i++ {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	out.print(line{Op: "done", Sent: sent, Failed: failed})
+	out.print(line{Op: "done", Sent: sent, Failed: failed, Millis: time.Since(start).Milliseconds()})
 	return nil
 }
 
