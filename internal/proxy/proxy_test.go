@@ -472,3 +472,25 @@ func TestV5SilentConnectionsDoNotBlock(t *testing.T) {
 	testutil.NoError(t, err, stderr)
 	testutil.Equal(t, lines[len(lines)-1].Sent, 3, lines)
 }
+
+// A delay message from the official client is held until its delivery
+// time, then received.
+func TestV5DelayMessage(t *testing.T) {
+	_, ap := cluster(t, "V5Delay")
+	sent := time.Now()
+	lines, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Delay", "--count", "3", "--prefix", "d",
+		"--delay", "10s")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Sent, 3, lines)
+	consume := func(timeout string) int {
+		lines, stderr, err := runPeer(t, "simple", "--endpoint", ap.Addr(), "--topic", "V5Delay", "--group", "V5DelayGroup",
+			"--count", "3", "--await", "1s", "--timeout", timeout)
+		testutil.NoError(t, err, stderr)
+		return lines[len(lines)-1].Acked
+	}
+	if early := consume("2s"); time.Since(sent) < 9*time.Second {
+		testutil.Equal(t, early, 0, "nothing before the delivery time")
+	}
+	testutil.Equal(t, consume("30s"), 3, "all after it")
+	testutil.True(t, time.Since(sent) >= 10*time.Second, "received no earlier than the delivery time", time.Since(sent))
+}
