@@ -63,6 +63,11 @@ type ProducerConfig struct {
 	// the brokers it sends to (HEART_BEAT). Zero means 30 s; producers need
 	// no faster heartbeat, nothing is allocated to them.
 	HeartbeatInterval time.Duration
+
+	// TransactionChecker answers the brokers' questions about half
+	// messages (SendHalf) of this group left pending; nil ignores them
+	// (they stay pending). See transaction.go.
+	TransactionChecker TransactionChecker
 }
 
 // Producer sends messages to the brokers of its own IDC and fails over to
@@ -108,6 +113,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	p.s.suspectAfter = cfg.SendSuspectAfter
 	p.orders = newOrderPolicies(c)
 	c.groups = func() []string { return []string{cfg.Group} }
+	c.rc.Handle(int32(protocol.CheckTransactionState), p.handleCheckTransactionState)
 	return p, nil
 }
 

@@ -8,8 +8,8 @@
 //
 // Plaintext and TLS share one port (the first byte tells them apart).
 // This release serves producers (normal, FIFO and delay messages) and
-// consumers (simple and push, by POP on the brokers); transactions answer
-// NOT_IMPLEMENTED.
+// consumers (simple and push, by POP on the brokers), and transactions
+// with the brokers' checks forwarded to the clients.
 package proxy
 
 import (
@@ -78,6 +78,8 @@ type Server struct {
 	conn     *client.Conn
 	producer *client.Producer
 
+	sessions sessions // Telemetry streams (transaction.go)
+
 	stopOnce sync.Once
 	served   chan struct{}
 	closing  chan struct{} // closed when Close begins: long polls end
@@ -118,7 +120,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if s.conn, err = client.NewConn(cc); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	if s.producer, err = client.NewProducer(client.ProducerConfig{ClientConfig: cc, Group: "zonemq-proxy-" + cfg.IDC}); err != nil {
+	if s.producer, err = client.NewProducer(client.ProducerConfig{ClientConfig: cc, Group: proxyGroup,
+		TransactionChecker: s.checkTransaction}); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	if err := s.conn.Start(ctx); err != nil {

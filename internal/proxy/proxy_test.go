@@ -20,6 +20,7 @@ import (
 	"github.com/zonemq/zonemq/client"
 	"github.com/zonemq/zonemq/client/admin"
 	"github.com/zonemq/zonemq/internal/acl"
+	"github.com/zonemq/zonemq/internal/broker"
 	"github.com/zonemq/zonemq/internal/devcluster"
 	"github.com/zonemq/zonemq/internal/proxy"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -103,10 +104,15 @@ func cluster(t *testing.T, topic string) (*devcluster.Cluster, *proxy.Server) {
 
 // clusterB is cluster for tests and benchmarks.
 func clusterB(t testing.TB, topic string) (*devcluster.Cluster, *proxy.Server) {
+	return clusterWith(t, topic, nil)
+}
+
+// clusterWith is cluster with the brokers' options changed by broker.
+func clusterWith(t testing.TB, topic string, brokerOpts func(int, *broker.Options)) (*devcluster.Cluster, *proxy.Server) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, DataDir: t.TempDir(), Logger: testLogger()})
+	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, DataDir: t.TempDir(), Logger: testLogger(), Broker: brokerOpts})
 	testutil.NoError(t, err, "devcluster.Start")
 	t.Cleanup(func() { c.Close() })
 
@@ -493,4 +499,40 @@ func TestV5DelayMessage(t *testing.T) {
 	}
 	testutil.Equal(t, consume("30s"), 3, "all after it")
 	testutil.True(t, time.Since(sent) >= 10*time.Second, "received no earlier than the delivery time", time.Since(sent))
+}
+
+// Transactions from the official client: committed messages are received,
+// rolled-back ones never; messages left open are checked through the
+// access point's Telemetry stream and the client's answer holds.
+func TestV5Transactions(t *testing.T) {
+	c, ap := clusterWith(t, "V5Tx", func(_ int, o *broker.Options) {
+		o.TransactionCheckInterval = 300 * time.Millisecond
+		o.TransactionTimeout = time.Second
+	})
+	run := func(args ...string) []peerLine {
+		t.Helper()
+		lines, stderr, err := runPeer(t, append([]string{"transaction", "--endpoint", ap.Addr(), "--topic", "V5Tx", "--count", "3"}, args...)...)
+		testutil.NoError(t, err, stderr)
+		testutil.Equal(t, lines[len(lines)-1].Sent, 3, lines)
+		return lines
+	}
+	run("--prefix", "commit", "--end", "commit")
+	run("--prefix", "rollback", "--end", "rollback")
+	checks := 0
+	for _, l := range run("--prefix", "checked", "--end", "none", "--check", "commit", "--wait", "5s") {
+		if l.Op == "check" {
+			checks++
+		}
+	}
+	testutil.True(t, checks >= 3, "every open transaction was checked", checks)
+	bodies := map[string]bool{}
+	for _, m := range drain(t, c, "V5Tx") {
+		bodies[string(m.Body)] = true
+	}
+	for i := 0; i < 3; i++ {
+		testutil.True(t, bodies[fmt.Sprintf("commit-%d", i)], "committed", i)
+		testutil.True(t, bodies[fmt.Sprintf("checked-%d", i)], "committed on check", i)
+		testutil.True(t, !bodies[fmt.Sprintf("rollback-%d", i)], "rolled back", i)
+	}
+	testutil.Equal(t, len(bodies), 6, bodies)
 }

@@ -173,6 +173,13 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 	if st := s.authorize(ctx, "SendMessage", topicRes(msgs[0].Topic, acl.Pub)); st != nil {
 		return &rmqpb.SendMessageResponse{Status: st}, nil
 	}
+	if pbs[0].GetSystemProperties().GetMessageType() == rmqpb.MessageType_TRANSACTION {
+		if len(msgs) != 1 {
+			return &rmqpb.SendMessageResponse{Status: status(rmqpb.Code_BAD_REQUEST, "a transactional message is sent alone")}, nil
+		}
+		e := s.sendHalf(ctx, msgs[0])
+		return &rmqpb.SendMessageResponse{Status: e.Status, Entries: []*rmqpb.SendResultEntry{e}}, nil
+	}
 	entries := make([]*rmqpb.SendResultEntry, len(pbs))
 	fail := func(i int, err error) *rmqpb.SendMessageResponse {
 		st := sendStatus(err)
@@ -228,9 +235,6 @@ func convertMessage(pb *rmqpb.Message) (*client.Message, *rmqpb.Status) {
 	case len(body) > MaxBodySize:
 		return nil, status(rmqpb.Code_MESSAGE_BODY_TOO_LARGE, "body of %d bytes is over the limit of %d", len(body), MaxBodySize)
 	}
-	if sp.GetMessageType() == rmqpb.MessageType_TRANSACTION {
-		return nil, status(rmqpb.Code_NOT_IMPLEMENTED, "transactional messages are not served by this access point yet")
-	}
 	m := &client.Message{Topic: topic, Body: body, Keys: sp.GetKeys(), Tags: sp.GetTag(), ID: sp.GetMessageId()}
 	if len(pb.GetUserProperties()) > 0 {
 		m.Properties = make(map[string]string, len(pb.GetUserProperties())+2)
@@ -278,7 +282,9 @@ func sendStatus(err error) *rmqpb.Status {
 
 // Telemetry is the client's settings stream: each Settings the client
 // sends is answered with the effective settings (the clients wait for that
-// answer at start-up). Other commands are accepted and ignored.
+// answer at start-up); the stream also carries the brokers' transaction
+// checks to producers (transaction.go). Other commands are read and
+// ignored.
 func (s *Server) Telemetry(stream rmqpb.MessagingService_TelemetryServer) error {
 	if clientID(stream.Context()) == "" {
 		return stream.Send(&rmqpb.TelemetryCommand{Status: status(rmqpb.Code_CLIENT_ID_REQUIRED, "x-mq-client-id is missing")})
@@ -286,6 +292,9 @@ func (s *Server) Telemetry(stream rmqpb.MessagingService_TelemetryServer) error 
 	if st := s.authorize(stream.Context(), "Telemetry"); st != nil {
 		return stream.Send(&rmqpb.TelemetryCommand{Status: st})
 	}
+	ss := &session{clientID: clientID(stream.Context()), stream: stream}
+	s.sessions.add(ss)
+	defer s.sessions.remove(ss)
 	for {
 		cmd, err := stream.Recv()
 		if err != nil {
@@ -295,8 +304,17 @@ func (s *Server) Telemetry(stream rmqpb.MessagingService_TelemetryServer) error 
 		if settings == nil {
 			continue
 		}
+		if settings.GetClientType() == rmqpb.ClientType_PRODUCER {
+			var topics []string
+			for _, r := range settings.GetPublishing().GetTopics() {
+				topics = append(topics, r.GetName())
+			}
+			ss.topicsMu.Lock()
+			ss.topics = topics
+			ss.topicsMu.Unlock()
+		}
 		reply, st := s.effectiveSettings(settings)
-		if err := stream.Send(&rmqpb.TelemetryCommand{Status: st, Command: &rmqpb.TelemetryCommand_Settings{Settings: reply}}); err != nil {
+		if err := ss.send(&rmqpb.TelemetryCommand{Status: st, Command: &rmqpb.TelemetryCommand_Settings{Settings: reply}}); err != nil {
 			return nil
 		}
 	}

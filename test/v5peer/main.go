@@ -11,6 +11,13 @@
 // {"op":"done","sent":n,"failed":m,"elapsedMs":t} (t: the sending, after the
 // client's start).
 //
+//	v5peer transaction --endpoint … --topic T --count N --end commit|rollback|none [--check commit|rollback] [--wait D]
+//
+// sends N transactional messages and ends each as --end says ("none"
+// leaves them to the broker's check, which --check answers); prints
+// {"op":"send",…}, {"op":"end",…} and {"op":"check","body":…} lines, waits
+// --wait for checks, then {"op":"done","sent":n,"failed":m}.
+//
 //	v5peer simple --endpoint … --topic T --group G --count N [--invisible D] [--await D]
 //	              [--skip-ack-first K] [--timeout D] [--tls]
 //	v5peer push   --endpoint … --topic T --group G --count N [--timeout D] [--tls]
@@ -47,6 +54,8 @@ func main() {
 	switch os.Args[1] {
 	case "produce":
 		err = produce(os.Args[2:], os.Stdout)
+	case "transaction":
+		err = transact(os.Args[2:], os.Stdout)
 	case "simple":
 		err = consume(os.Args[2:], os.Stdout, false)
 	case "push":
@@ -312,5 +321,81 @@ func consume(args []string, stdout io.Writer, push bool) error {
 	n := len(acked)
 	mu.Unlock()
 	out.print(line{Op: "done", Acked: n})
+	return nil
+}
+
+// transact sends transactional messages and ends or leaves them.
+func transact(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("transaction", flag.ContinueOnError)
+	endpoint := fs.String("endpoint", "", "access point(s), HOST:PORT[;HOST:PORT]")
+	topic := fs.String("topic", "", "topic")
+	count := fs.Int("count", 3, "messages to send")
+	prefix := fs.String("prefix", "t", "body prefix: bodies are PREFIX-i")
+	end := fs.String("end", "commit", "commit, rollback or none (left to the check)")
+	check := fs.String("check", "commit", "the checker's answer: commit or rollback")
+	wait := fs.Duration("wait", 0, "how long to stay up for checks after sending")
+	useTLS := fs.Bool("tls", false, "connect with TLS")
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
+	if *endpoint == "" || *topic == "" || *count < 1 {
+		fmt.Fprintln(os.Stderr, "v5peer transaction: --endpoint, --topic and a positive --count are required")
+		os.Exit(2)
+	}
+	setup(*useTLS)
+	out := &printer{enc: json.NewEncoder(stdout)}
+	answer := rmq.COMMIT
+	if *check == "rollback" {
+		answer = rmq.ROLLBACK
+	}
+	p, err := rmq.NewProducer(&rmq.Config{Endpoint: *endpoint, Credentials: &credentials.SessionCredentials{}},
+		rmq.WithTopics(*topic),
+		rmq.WithTransactionChecker(&rmq.TransactionChecker{Check: func(mv *rmq.MessageView) rmq.TransactionResolution {
+			out.print(line{Op: "check", Body: string(mv.GetBody()), ID: mv.GetMessageId()})
+			return answer
+		}}))
+	if err != nil {
+		return err
+	}
+	if err := p.Start(); err != nil {
+		return err
+	}
+	defer p.GracefulStop()
+	sent, failed := 0, 0
+	for i := 0; i < *count; i++ {
+		body := *prefix + "-" + strconv.Itoa(i)
+		tx := p.BeginTransaction()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		receipts, err := p.SendWithTransaction(ctx, &rmq.Message{Topic: *topic, Body: []byte(body)}, tx)
+		cancel()
+		l := line{Op: "send", Body: body}
+		if err != nil {
+			l.Err = err.Error()
+			failed++
+			out.print(l)
+			continue
+		}
+		sent++
+		if len(receipts) > 0 {
+			l.ID = receipts[0].MessageID
+		}
+		out.print(l)
+		var endErr error
+		switch *end {
+		case "commit":
+			endErr = tx.Commit()
+		case "rollback":
+			endErr = tx.RollBack()
+		default:
+			continue
+		}
+		e := line{Op: "end", Body: body}
+		if endErr != nil {
+			e.Err = endErr.Error()
+		}
+		out.print(e)
+	}
+	time.Sleep(*wait)
+	out.print(line{Op: "done", Sent: sent, Failed: failed})
 	return nil
 }
