@@ -155,6 +155,57 @@ func (a *Client) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	})
 }
 
+// GroupSpec is a consumer group's config, as `mqadmin updateSubGroup` sets
+// it.
+type GroupSpec struct {
+	Group string
+	// Orderly (consumeMessageOrderly) makes the group FIFO for POP
+	// consumers, the RocketMQ 5 clients through the access point: a queue
+	// hands out nothing new while one of its messages is in flight.
+	Orderly bool
+	// RetryMaxTimes is how often a message is redelivered before it goes to
+	// the dead-letter queue. Zero means 16.
+	RetryMaxTimes int
+}
+
+// UpdateGroup creates or replaces a consumer group's config on every live
+// master of every IDC (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP; an admin
+// request when the ACL is on). The error joins every broker's failure.
+func (a *Client) UpdateGroup(ctx context.Context, spec GroupSpec) error {
+	if err := a.conn.Running(); err != nil {
+		return err
+	}
+	if err := protocol.ValidateGroup(spec.Group); err != nil {
+		return &client.ConfigError{Field: "GroupSpec.Group", Reason: err.Error()}
+	}
+	retries := spec.RetryMaxTimes
+	if retries <= 0 {
+		retries = 16
+	}
+	cfg := protocol.NewSubscriptionGroupConfig(spec.Group)
+	cfg.ConsumeMessageOrderly, cfg.RetryMaxTimes = spec.Orderly, retries
+	body, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	brokers, err := a.Cluster(ctx)
+	if err != nil {
+		return err
+	}
+	var addrs []string
+	for _, b := range brokers {
+		if b.ID == protocol.MasterID && b.Alive {
+			addrs = append(addrs, b.Addr)
+		}
+	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("%w: no live broker to update group %s on", client.ErrNoRoute, spec.Group)
+	}
+	return a.eachAddr(ctx, addrs, func(addr string) error {
+		return a.do(ctx, addr, req(protocol.UpdateAndCreateSubscriptionGrp, nil, body))
+	})
+}
+
 // DeleteTopic deletes a topic from every broker hosting it
 // (DELETE_TOPIC_IN_BROKER) and from every name server of every IDC
 // (DELETE_TOPIC_IN_NAMESRV). The error joins every failure.

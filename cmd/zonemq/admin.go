@@ -44,6 +44,7 @@ var adminCommands = []adminCommand{
 	{"controller status", "show the failover controller: voters, leader, term, each group's master/epoch/in-sync set", runAdminControllerStatus},
 	{"controller elect", "ask the failover controller for a new master of a group (--to ID, or --force)", runAdminControllerElect},
 	{"group", "show a consumer group's offsets, lag and owner per queue", runAdminGroup},
+	{"group update", "create or change a consumer group's config on every master: --orderly (FIFO for RocketMQ 5 consumers), --retry-max-times", runAdminGroupUpdate},
 	{"clients", "list the live producers and consumers of every IDC", runAdminClients},
 	{"message", "show a message by id or the messages of a topic with a key: properties and body", runAdminMessage},
 	{"offset reset", "reset a group's offsets of a topic to earliest, latest or a time; running consumers restart there", runAdminOffsetReset},

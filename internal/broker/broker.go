@@ -476,6 +476,7 @@ func (s *Server) registerHandlers() {
 	s.handle(protocol.ViewMessageByID, s.handleViewMessageByID)
 	s.handle(protocol.GetBrokerRuntimeInfo, s.handleGetBrokerRuntimeInfo)
 	s.handle(protocol.GetTopicFlows, s.handleGetTopicFlows)
+	s.handle(protocol.UpdateAndCreateSubscriptionGrp, s.handleUpdateAndCreateSubscriptionGroup)
 	s.handle(protocol.PopMessages, s.handlePopMessages)
 	s.handle(protocol.AckPopMessages, s.handleAckPopMessages)
 	s.handle(protocol.ChangePopInvisibleTime, s.handleChangePopInvisibleTime)

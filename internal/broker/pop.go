@@ -26,12 +26,11 @@ import (
 // again (at least once); at most popWindow of them per queue were acked
 // already.
 const (
-	popMaxMessages   = 32
-	popWindow        = 2048
-	popMinInvisible  = time.Second
-	popMaxInvisible  = 12 * time.Hour
-	popDefaultMaxTry = 16
-	queueOffsetAt    = 20 // QUEUEOFFSET's place in a stored record
+	popMaxMessages  = 32
+	popWindow       = 2048
+	popMinInvisible = time.Second
+	popMaxInvisible = 12 * time.Hour
+	queueOffsetAt   = 20 // QUEUEOFFSET's place in a stored record
 )
 
 type popKey struct {
@@ -153,14 +152,17 @@ func (s *Server) handlePopMessages(ctx context.Context, _ *remoting.Conn, req *r
 		return errorf(req, protocol.InvalidParameter, "%s: invisibleTime %v is outside %v..%v", protocol.PopMessages,
 			p.invisible, popMinInvisible, popMaxInvisible)
 	}
-	p.maxAttempts = popDefaultMaxTry
-	if v, err := strconv.Atoi(ext["maxAttempts"]); err == nil && v > 0 {
-		p.maxAttempts = v
-	}
 	if !s.isMaster() {
 		return errorf(req, protocol.ServiceNotAvailable, "broker %s is not its group's master: POP is served by the master", s.opts.BrokerName)
 	}
 	group := s.groups.getOrCreate(p.group)
+	// The group's config decides what the request leaves open: an orderly
+	// group is FIFO, and its retryMaxTimes bounds the deliveries.
+	p.fifo = p.fifo || group.ConsumeMessageOrderly
+	p.maxAttempts = group.RetryMaxTimes + 1
+	if v, err := strconv.Atoi(ext["maxAttempts"]); err == nil && v > 0 {
+		p.maxAttempts = v
+	}
 	if !group.ConsumeEnable {
 		return errorf(req, protocol.NoPermission, "the consumer group %s may not consume from broker %s", p.group, s.opts.BrokerName)
 	}
@@ -250,12 +252,10 @@ func (s *Server) popQueueMessages(ctx context.Context, p *popRequest, qid int32,
 			continue
 		}
 		if e.attempt >= p.maxAttempts {
-			if m, _, err := protocol.DecodeStoredMessage(res.Messages[0], true, false); err == nil {
-				if _, err := s.putDLQ(ctx, p.group, m); err != nil {
-					s.logger.Warn("POP: dead-lettering failed; the message stays in flight", "group", p.group, "topic", p.topic,
-						"queue", qid, "offset", off, "err", err)
-					continue
-				}
+			if err := s.popToDLQ(ctx, k, off); err != nil {
+				s.logger.Warn("POP: dead-lettering failed; the message stays in flight", "group", p.group, "topic", p.topic,
+					"queue", qid, "offset", off, "err", err)
+				continue
 			}
 			delete(q.inflight, off)
 			q.acked[off] = true
@@ -321,8 +321,9 @@ func (s *Server) popEntryOf(group, topic, handle string) (popKey, *popQueue, int
 	return k, q, off, nonce, q != nil
 }
 
-func (s *Server) handleAckPopMessages(_ context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
+func (s *Server) handleAckPopMessages(ctx context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
 	group, topic := req.ExtFields["consumerGroup"], req.ExtFields["topic"]
+	toDLQ := req.ExtFields["toDLQ"] == "true"
 	void := 0
 	for _, h := range strings.Split(req.ExtFields["handles"], ";") {
 		if h == "" {
@@ -335,6 +336,12 @@ func (s *Server) handleAckPopMessages(_ context.Context, _ *remoting.Conn, req *
 		}
 		q.mu.Lock()
 		if e := q.inflight[off]; e != nil && e.nonce == nonce {
+			if toDLQ {
+				if err := s.popToDLQ(ctx, k, off); err != nil {
+					q.mu.Unlock()
+					return errorf(req, protocol.SystemError, "moving the message to the dead-letter queue of %s: %v", group, err)
+				}
+			}
 			delete(q.inflight, off)
 			q.acked[off] = true
 			s.advance(k, q)
@@ -370,4 +377,19 @@ func (s *Server) handleChangePopInvisibleTime(_ context.Context, _ *remoting.Con
 	e.nonce = rand.Uint64()
 	e.deadline = time.Now().Add(d)
 	return success(req, map[string]string{"handle": popHandle(k.queue, off, e.nonce)}, nil)
+}
+
+// popToDLQ copies the message at off of k's queue to the group's
+// dead-letter queue. Called with the queue's lock held.
+func (s *Server) popToDLQ(ctx context.Context, k popKey, off int64) error {
+	res := s.store.GetMessages(k.topic, k.queue, off, 1, maxPullBytes, nil)
+	if res.Status != store.Found || len(res.Messages) == 0 || recordOffset(res.Messages[0]) != off {
+		return nil // gone: nothing to keep
+	}
+	m, _, err := protocol.DecodeStoredMessage(res.Messages[0], true, false)
+	if err != nil {
+		return err
+	}
+	_, err = s.putDLQ(ctx, k.group, m)
+	return err
 }

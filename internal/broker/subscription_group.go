@@ -92,3 +92,13 @@ func (t *subscriptionGroupTable) snapshot() protocol.SubscriptionGroupWrapper {
 func (t *subscriptionGroupTable) wrapperLocked() protocol.SubscriptionGroupWrapper {
 	return protocol.SubscriptionGroupWrapper{SubscriptionGroupTable: maps.Clone(t.groups), DataVersion: t.version}
 }
+
+// put creates or replaces a group's config and persists the table.
+func (t *subscriptionGroupTable) put(g protocol.SubscriptionGroupConfig) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.groups[g.GroupName] = g
+	t.version.Counter++
+	t.version.Timestamp = time.Now().UnixMilli()
+	return t.store.SaveMetadata(subscriptionGroupsMetadata, t.wrapperLocked())
+}

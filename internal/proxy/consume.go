@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"hash/crc32"
 	"math/rand/v2"
@@ -33,7 +34,9 @@ const (
 	// pollInterval is how often a waiting receive asks the brokers again.
 	pollInterval = 200 * time.Millisecond
 	// consumerAttempts is the deliveries a message gets before the
-	// dead-letter queue (RocketMQ's default maxReconsumeTimes + 1).
+	// dead-letter queue when its group's config says nothing
+	// (RocketMQ's default retryMaxTimes 16, + 1); the brokers apply the
+	// group's own.
 	consumerAttempts = 17
 	// handleSep separates the broker's name from its own handle in a
 	// receipt handle the clients see.
@@ -41,27 +44,60 @@ const (
 )
 
 // consumerSettings answers a consumer's settings: its subscriptions as it
-// sent them, a batch of up to 32, long polling up to 20 s, and the retry
-// policy (17 deliveries, then the dead-letter queue; back-off 1 s doubling
-// to 60 s between them).
-func consumerSettings(in *rmqpb.Settings, out *rmqpb.Settings) {
+// sent them, a batch of up to 32, long polling up to 20 s, FIFO when the
+// group is orderly, and the retry policy: the group's retryMaxTimes + 1
+// deliveries (17 by default), then the dead-letter queue, back-off 1 s
+// doubling to 60 s between them.
+func (s *Server) consumerSettings(ctx context.Context, in *rmqpb.Settings, out *rmqpb.Settings) {
 	sub := in.GetSubscription()
 	lpt := sub.GetLongPollingTimeout()
 	if lpt == nil || lpt.AsDuration() <= 0 || lpt.AsDuration() > maxPoll {
 		lpt = durationpb.New(maxPoll)
 	}
+	orderly, attempts := s.groupConfig(ctx, sub)
 	out.BackoffPolicy = &rmqpb.RetryPolicy{
-		MaxAttempts: consumerAttempts,
+		MaxAttempts: int32(attempts),
 		Strategy: &rmqpb.RetryPolicy_ExponentialBackoff{ExponentialBackoff: &rmqpb.ExponentialBackoff{
 			Initial: durationpb.New(time.Second), Max: durationpb.New(time.Minute), Multiplier: 2,
 		}},
 	}
-	fifo := false
 	batch := int32(maxBatch)
 	out.PubSub = &rmqpb.Settings_Subscription{Subscription: &rmqpb.Subscription{
-		Group: sub.GetGroup(), Subscriptions: sub.GetSubscriptions(), Fifo: &fifo, ReceiveBatchSize: &batch,
+		Group: sub.GetGroup(), Subscriptions: sub.GetSubscriptions(), Fifo: &orderly, ReceiveBatchSize: &batch,
 		LongPollingTimeout: lpt,
 	}}
+}
+
+// groupConfig reads the consumer group's config from a master of its
+// first topic: whether it is orderly and how many deliveries it allows.
+// Unknown (a new group, no broker) is RocketMQ's default: not orderly, 17.
+func (s *Server) groupConfig(ctx context.Context, sub *rmqpb.Subscription) (orderly bool, attempts int) {
+	attempts = consumerAttempts
+	if len(sub.GetSubscriptions()) == 0 {
+		return false, attempts
+	}
+	r, err := s.conn.CachedRoute(ctx, sub.GetSubscriptions()[0].GetTopic().GetName())
+	if err != nil {
+		return false, attempts
+	}
+	for _, b := range r.Brokers {
+		if b.Master() == "" {
+			continue
+		}
+		resp, err := s.conn.Call(ctx, b.Master(), client.Request{Code: int32(protocol.GetAllSubscriptionGroupConfig)})
+		if err != nil {
+			continue
+		}
+		var w protocol.SubscriptionGroupWrapper
+		if json.Unmarshal(resp.Body, &w) != nil {
+			continue
+		}
+		if g, ok := w.SubscriptionGroupTable[sub.GetGroup().GetName()]; ok {
+			return g.ConsumeMessageOrderly, g.RetryMaxTimes + 1
+		}
+		return false, attempts
+	}
+	return false, attempts
 }
 
 // QueryAssignment gives a push consumer one queue to receive from: the
@@ -208,7 +244,7 @@ func (s *Server) pop(ctx context.Context, p popArgs) ([]*rmqpb.Message, error) {
 		}
 		ext := map[string]string{"consumerGroup": p.group, "topic": p.topic, "queueId": "-1",
 			"maxMsgNums": strconv.Itoa(p.max - len(out)), "invisibleTime": strconv.FormatInt(p.invisible.Milliseconds(), 10),
-			"maxAttempts": strconv.Itoa(consumerAttempts), "expression": p.expr, "expressionType": "TAG"}
+			"expression": p.expr, "expressionType": "TAG"}
 		resp, err := s.conn.Call(ctx, b.Master(), client.Request{Code: int32(protocol.PopMessages), Ext: ext})
 		if err != nil {
 			if !errors.Is(err, &client.ResponseError{Code: client.CodePullNotFound}) {
@@ -375,4 +411,25 @@ func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *rmqpb.ChangeI
 		return fail(handleStatus(err))
 	}
 	return &rmqpb.ChangeInvisibleDurationResponse{Status: statusOK, ReceiptHandle: broker + handleSep + resp.Ext["handle"]}, nil
+}
+
+// ForwardMessageToDeadLetterQueue moves a received message to its group's
+// dead-letter queue and acks it (a FIFO push consumer's last resort).
+func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *rmqpb.ForwardMessageToDeadLetterQueueRequest) (*rmqpb.ForwardMessageToDeadLetterQueueResponse, error) {
+	group, topic := req.GetGroup().GetName(), req.GetTopic().GetName()
+	if st := s.authorize(ctx, "ForwardMessageToDeadLetterQueue", topicRes(topic, acl.Sub), groupRes(group)); st != nil {
+		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st}, nil
+	}
+	broker, bh, ok := splitHandle(req.GetReceiptHandle())
+	if !ok {
+		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: status(rmqpb.Code_INVALID_RECEIPT_HANDLE,
+			"receipt handle %q was not issued by zonemq", req.GetReceiptHandle())}, nil
+	}
+	addr, err := s.masterOf(ctx, topic, broker)
+	if err != nil {
+		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: status(rmqpb.Code_INVALID_RECEIPT_HANDLE, "%v", err)}, nil
+	}
+	_, err = s.conn.Call(ctx, addr, client.Request{Code: int32(protocol.AckPopMessages),
+		Ext: map[string]string{"consumerGroup": group, "topic": topic, "handles": bh, "toDLQ": "true"}})
+	return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: handleStatus(err)}, nil
 }

@@ -536,3 +536,31 @@ func TestV5Transactions(t *testing.T) {
 	}
 	testutil.Equal(t, len(bodies), 6, bodies)
 }
+
+// An orderly group (admin group update --orderly) is FIFO for the official
+// push consumer: a message group's messages arrive in the order sent.
+func TestV5FIFOConsumerGroup(t *testing.T) {
+	c, ap := cluster(t, "V5FifoGroup")
+	cc := c.ClientConfig(1)
+	cc.Logger = testLogger()
+	adm, err := admin.New(admin.Config{ClientConfig: cc})
+	testutil.NoError(t, err)
+	testutil.NoError(t, adm.Start(context.Background()))
+	defer adm.Shutdown(context.Background())
+	testutil.NoError(t, adm.UpdateGroup(context.Background(), admin.GroupSpec{Group: "V5FifoConsumers", Orderly: true}))
+
+	_, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5FifoGroup", "--count", "30", "--prefix", "o",
+		"--fifo-group", "account-9")
+	testutil.NoError(t, err, stderr)
+	lines, stderr, err := runPeer(t, "push", "--endpoint", ap.Addr(), "--topic", "V5FifoGroup", "--group", "V5FifoConsumers",
+		"--count", "30")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Acked, 30, lines)
+	next := 0
+	for _, l := range lines {
+		if l.Op == "recv" {
+			testutil.Equal(t, l.Body, fmt.Sprintf("o-%d", next), "in order")
+			next++
+		}
+	}
+}

@@ -313,7 +313,7 @@ func (s *Server) Telemetry(stream rmqpb.MessagingService_TelemetryServer) error 
 			ss.topics = topics
 			ss.topicsMu.Unlock()
 		}
-		reply, st := s.effectiveSettings(settings)
+		reply, st := s.effectiveSettings(stream.Context(), settings)
 		if err := ss.send(&rmqpb.TelemetryCommand{Status: st, Command: &rmqpb.TelemetryCommand_Settings{Settings: reply}}); err != nil {
 			return nil
 		}
@@ -322,7 +322,7 @@ func (s *Server) Telemetry(stream rmqpb.MessagingService_TelemetryServer) error 
 
 // effectiveSettings answers a client's settings: the access point's
 // publishing limits and retry policy for a producer.
-func (s *Server) effectiveSettings(in *rmqpb.Settings) (*rmqpb.Settings, *rmqpb.Status) {
+func (s *Server) effectiveSettings(ctx context.Context, in *rmqpb.Settings) (*rmqpb.Settings, *rmqpb.Status) {
 	out := &rmqpb.Settings{
 		ClientType:     in.ClientType,
 		AccessPoint:    in.AccessPoint,
@@ -343,6 +343,6 @@ func (s *Server) effectiveSettings(in *rmqpb.Settings) (*rmqpb.Settings, *rmqpb.
 		}}
 		return out, statusOK
 	}
-	consumerSettings(in, out)
+	s.consumerSettings(ctx, in, out)
 	return out, statusOK
 }
