@@ -71,6 +71,7 @@ type peerLine struct {
 	Sent    int    `json:"sent"`
 	Failed  int    `json:"failed"`
 	Acked   int    `json:"acked"`
+	At      int64  `json:"at"`
 }
 
 // runPeer runs v5peer with args and returns its lines, its stderr and its

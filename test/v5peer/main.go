@@ -6,6 +6,7 @@
 //
 //	v5peer produce --endpoint HOST:PORT --topic T --count N [--prefix P] [--tag T] [--keys K]
 //	               [--fifo-group G] [--delay D] [--tls] [--access-key K --secret-key S] [--inflight N] [--size B]
+//	               [--interval D]
 //
 // prints {"op":"send","body":…,"id":…,"err":…} per message and a final
 // {"op":"done","sent":n,"failed":m,"elapsedMs":t} (t: the sending, after the
@@ -92,6 +93,7 @@ type line struct {
 	Failed  int    `json:"failed,omitempty"`
 	Acked   int    `json:"acked,omitempty"`
 	Millis  int64  `json:"elapsedMs,omitempty"`
+	At      int64  `json:"at,omitempty"` // when a send ended, Unix ms
 }
 
 type printer struct {
@@ -120,6 +122,7 @@ func produce(args []string, stdout io.Writer) error {
 	sk := fs.String("secret-key", "", "ACL secret key")
 	inflight := fs.Int("inflight", 1, "sends in flight")
 	size := fs.Int("size", 0, "pad each body to this many bytes")
+	interval := fs.Duration("interval", 0, "pause between one worker's sends")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -174,7 +177,7 @@ func produce(args []string, stdout io.Writer) error {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				receipts, err := p.Send(ctx, m)
 				cancel()
-				l := line{Op: "send", Body: body}
+				l := line{Op: "send", Body: body, At: time.Now().UnixMilli()}
 				mu.Lock()
 				if err != nil {
 					l.Err = err.Error()
@@ -187,6 +190,7 @@ func produce(args []string, stdout io.Writer) error {
 				}
 				mu.Unlock()
 				out.print(l)
+				time.Sleep(*interval)
 			}
 		}()
 	}
