@@ -141,13 +141,27 @@ func (d *drill) chaosTargets() map[string]faultable {
 	return out
 }
 
-// playChaos plays plan against the cluster and returns when every fault
-// has been undone.
-func (d *drill) playChaos(ctx context.Context, plan ChaosPlan) error {
-	targets := d.chaosTargets()
+// playChaos plays plan against targets (the cluster's processes by name)
+// and returns when every fault has been undone.
+func (d *drill) playChaos(ctx context.Context, plan ChaosPlan, targets map[string]faultable) error {
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(plan.Events))
+	// One fault at a time per target, whatever the clock says: a graceful
+	// stop can outlast its planned hold (SIGTERM waits for the process), and
+	// a fault that began on it before the restart would restart it twice.
+	// Network faults share one lock (a heal undoes every cut).
+	locks := map[string]*sync.Mutex{}
+	lockOf := func(e ChaosEvent) *sync.Mutex {
+		key := e.Target
+		if networkFault(e.Kind) {
+			key = "network"
+		}
+		if locks[key] == nil {
+			locks[key] = &sync.Mutex{}
+		}
+		return locks[key]
+	}
 	for _, e := range plan.Events {
 		p, ok := targets[e.Target]
 		if !ok && !networkFault(e.Kind) {
@@ -160,9 +174,12 @@ func (d *drill) playChaos(ctx context.Context, plan ChaosPlan) error {
 			break
 		}
 		d.progress.setPhase(fmt.Sprintf("chaos %s: %s %s for %v", e.At.Duration().Round(time.Second), e.Kind, e.Target, e.Hold.Duration()))
+		mu := lockOf(e)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
 			if err := d.fault(ctx, p, e); err != nil {
 				errs <- fmt.Errorf("chaos %s %s: %w", e.Kind, e.Target, err)
 			}
@@ -311,7 +328,7 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 		return nil, err
 	}
 	d.progress.printf("chaos: %d faults over %v from seed %d; plan in %s", len(plan.Events), plan.Duration.Duration(), plan.Seed, path)
-	if err := d.playChaos(ctx, plan); err != nil {
+	if err := d.playChaos(ctx, plan, d.chaosTargets()); err != nil {
 		return nil, err
 	}
 	sum := &ChaosSummary{Seed: plan.Seed, PlanFile: path, Faults: len(plan.Events), ByKind: map[string]int{}, Duration: plan.Duration}

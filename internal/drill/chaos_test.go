@@ -1,11 +1,15 @@
 package drill
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -70,5 +74,66 @@ func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 	}
 	if k, _ := chaosKinds(nil, false); slices.ContainsFunc(k, networkFault) {
 		t.Fatalf("default kinds on loopback: %v", k)
+	}
+}
+
+// fakeProc is a process for playChaos: it refuses to start twice, as the
+// drill's real processes do, and its SIGTERM takes slow to return.
+type fakeProc struct {
+	mu      sync.Mutex
+	running bool
+	slow    time.Duration
+	starts  int // also the process generation: a signal reaches the one it was sent to
+}
+
+func (f *fakeProc) kill() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.running = false
+	return nil
+}
+
+func (f *fakeProc) terminate(time.Duration) error {
+	f.mu.Lock()
+	gen := f.starts
+	f.mu.Unlock()
+	time.Sleep(f.slow) // a graceful stop outlasting its planned hold
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.starts == gen {
+		f.running = false
+	}
+	return nil
+}
+
+func (f *fakeProc) signal(syscall.Signal) error { return nil }
+
+func (f *fakeProc) start(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		return errors.New("already running")
+	}
+	f.running = true
+	f.starts++
+	return nil
+}
+
+// The replay of seed 1's 3-minute campaign (TestE2EChaosFixedSeed) failed
+// with "idc1/broker is already running": a graceful stop outlasted its
+// hold, a kill planned on the same broker after it began meanwhile, and
+// both restarted it. Faults on one target now run one after the other.
+func TestChaosFaultsOnOneTargetDoNotInterleave(t *testing.T) {
+	p := &fakeProc{running: true, slow: 300 * time.Millisecond}
+	d := &drill{progress: &progress{}}
+	plan := ChaosPlan{Seed: 1, Duration: 2000, Events: []ChaosEvent{
+		{At: 0, Hold: 100, Kind: FaultStop, Target: "idc1/broker"},
+		{At: 150, Hold: 100, Kind: FaultKill, Target: "idc1/broker"},
+	}}
+	if err := d.playChaos(context.Background(), plan, map[string]faultable{"idc1/broker": p}); err != nil {
+		t.Fatal(err)
+	}
+	if !p.running || p.starts != 2 {
+		t.Fatalf("running %v after %d restarts, want running after 2", p.running, p.starts)
 	}
 }
