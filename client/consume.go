@@ -139,9 +139,11 @@ func (pc *PushConsumer) consumeLoop(ctx context.Context) {
 func (pc *PushConsumer) consumeConcurrently(ctx context.Context, req *consumeRequest) {
 	defer req.pq.done.Done()
 	pq := req.pq
-	if pq.isDropped() {
-		return // left unconsumed: the queue's next owner reads them again
-	}
+	// A queue dropped since this batch was handed over still consumes it:
+	// its hand-over waits for the batches in flight, and commits after
+	// them. Skipping one would leave a hole below messages that other
+	// batches did consume, and the next owner, reading from the hole,
+	// would deliver those again.
 	for _, run := range pc.byHandler(req.msgs) {
 		if pc.callHandler(ctx, run.h, run.msgs) == ConsumeSuccess {
 			pq.markDone(run.msgs)

@@ -53,6 +53,21 @@ func TestPlannedBrokerRestartReplaysNothing(t *testing.T) {
 		return nil
 	})
 	rec.waitAll(t, append(keys, after...), 15*time.Second)
+	if rec.duplicates() > 0 {
+		// Which message, read by whom, from where, when: what the next
+		// look at this hand-over needs.
+		ds := rec.deliveries()
+		n := map[string]int{}
+		for _, d := range ds {
+			n[d.key]++
+		}
+		for _, d := range ds {
+			if n[d.key] > 1 {
+				t.Logf("delivered twice: %s by %s from %s queue %d offset %d at %s", d.key, d.consumer, d.msg.BrokerName,
+					d.msg.QueueID, d.msg.QueueOffset, d.at.Format("15:04:05.000"))
+			}
+		}
+	}
 	testutil.Equal(t, rec.duplicates(), 0, "messages delivered twice across a clean broker restart")
 }
 
