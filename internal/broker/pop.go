@@ -374,7 +374,11 @@ func (s *Server) handleChangePopInvisibleTime(_ context.Context, _ *remoting.Con
 	if e == nil || e.nonce != nonce {
 		return errorf(req, protocol.QueryNotFound, "the receipt handle names no message in flight on broker %s", s.opts.BrokerName)
 	}
-	e.nonce = rand.Uint64()
+	// keepHandle renews the invisible time and keeps the handle valid (the
+	// access point's auto-renewal: the client acks with the handle it got).
+	if req.ExtFields["keepHandle"] != "true" {
+		e.nonce = rand.Uint64()
+	}
 	e.deadline = time.Now().Add(d)
 	return success(req, map[string]string{"handle": popHandle(k.queue, off, e.nonce)}, nil)
 }

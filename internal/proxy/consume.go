@@ -27,7 +27,7 @@ const (
 	// maxBatch bounds the messages of one ReceiveMessage.
 	maxBatch = 32
 	// defaultInvisible is the invisible time of a receive that names none
-	// (the push consumers'), as Apache RocketMQ's proxy.
+	// and asks for no renewal, as Apache RocketMQ's proxy.
 	defaultInvisible = 60 * time.Second
 	// maxPoll bounds how long a receive waits for a message.
 	maxPoll = 20 * time.Second
@@ -153,6 +153,10 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 		return reply(st)
 	}
 	invisible := defaultInvisible
+	renew := req.GetAutoRenew() && req.GetInvisibleDuration() == nil
+	if renew {
+		invisible = renewInvisible
+	}
 	if d := req.GetInvisibleDuration(); d != nil {
 		invisible = d.AsDuration()
 		if invisible < time.Second || invisible > 12*time.Hour {
@@ -185,6 +189,15 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 			return reply(status(rmqpb.Code_INTERNAL_SERVER_ERROR, "%v", err))
 		}
 		if len(msgs) > 0 {
+			if renew {
+				id, now := clientID(ctx), time.Now()
+				for _, m := range msgs {
+					h := m.GetSystemProperties().GetReceiptHandle()
+					if broker, bh, ok := splitHandle(h); ok {
+						s.renewals.add(h, renewal{clientID: id, group: group, topic: topic, broker: broker, brokerHandle: bh, since: now})
+					}
+				}
+			}
 			if err := reply(statusOK); err != nil {
 				return err
 			}
@@ -347,6 +360,7 @@ func (s *Server) AckMessage(ctx context.Context, req *rmqpb.AckMessageRequest) (
 	}
 	resp := &rmqpb.AckMessageResponse{Status: statusOK}
 	for _, e := range req.GetEntries() {
+		s.renewals.remove(e.GetReceiptHandle())
 		st := s.ack(ctx, group, topic, e.GetReceiptHandle())
 		resp.Entries = append(resp.Entries, &rmqpb.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st})
 		if st.Code != rmqpb.Code_OK {
@@ -386,6 +400,7 @@ func handleStatus(err error) *rmqpb.Status {
 // one, which the clients keep using.
 func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *rmqpb.ChangeInvisibleDurationRequest) (*rmqpb.ChangeInvisibleDurationResponse, error) {
 	old := req.GetReceiptHandle()
+	s.renewals.remove(old) // the client decides its invisible time from here on
 	fail := func(st *rmqpb.Status) (*rmqpb.ChangeInvisibleDurationResponse, error) {
 		return &rmqpb.ChangeInvisibleDurationResponse{Status: st, ReceiptHandle: old}, nil
 	}
@@ -420,6 +435,7 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *rmqpb
 	if st := s.authorize(ctx, "ForwardMessageToDeadLetterQueue", topicRes(topic, acl.Sub), groupRes(group)); st != nil {
 		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st}, nil
 	}
+	s.renewals.remove(req.GetReceiptHandle())
 	broker, bh, ok := splitHandle(req.GetReceiptHandle())
 	if !ok {
 		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: status(rmqpb.Code_INVALID_RECEIPT_HANDLE,

@@ -565,3 +565,23 @@ func TestV5FIFOConsumerGroup(t *testing.T) {
 		}
 	}
 }
+
+// A push consumer whose handler outlasts the invisible time sees each
+// message once: the access point renews the invisible time while the
+// client is connected, and the client acks with the handle it got.
+func TestV5PushConsumerSlowHandlerAutoRenew(t *testing.T) {
+	restore := proxy.SetRenewTimes(2*time.Second, 500*time.Millisecond)
+	defer restore()
+	_, ap := cluster(t, "V5Renew")
+	_, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Renew", "--count", "3", "--prefix", "r")
+	testutil.NoError(t, err, stderr)
+	lines, stderr, err := runPeer(t, "push", "--endpoint", ap.Addr(), "--topic", "V5Renew", "--group", "V5RenewGroup",
+		"--count", "3", "--handler-delay", "5s", "--timeout", "40s")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Acked, 3, lines)
+	for _, l := range lines {
+		if l.Op == "recv" {
+			testutil.Equal(t, l.Attempt, 1, "delivered once, though the handler took longer than the invisible time", l.Body)
+		}
+	}
+}

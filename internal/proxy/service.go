@@ -143,8 +143,12 @@ func (s *Server) Heartbeat(ctx context.Context, req *rmqpb.HeartbeatRequest) (*r
 	return &rmqpb.HeartbeatResponse{Status: statusOK}, nil
 }
 
-// NotifyClientTermination acknowledges a client's goodbye.
+// NotifyClientTermination acknowledges a client's goodbye and stops
+// renewing what it received.
 func (s *Server) NotifyClientTermination(ctx context.Context, req *rmqpb.NotifyClientTerminationRequest) (*rmqpb.NotifyClientTerminationResponse, error) {
+	if id := clientID(ctx); id != "" {
+		s.renewals.dropClient(id)
+	}
 	return &rmqpb.NotifyClientTerminationResponse{Status: statusOK}, nil
 }
 

@@ -21,7 +21,7 @@
 //
 //	v5peer simple --endpoint … --topic T --group G --count N [--invisible D] [--await D]
 //	              [--skip-ack-first K] [--timeout D] [--tls]
-//	v5peer push   --endpoint … --topic T --group G --count N [--timeout D] [--tls]
+//	v5peer push   --endpoint … --topic T --group G --count N [--handler-delay D] [--timeout D] [--tls]
 //
 // receive until N distinct bodies are acked (or the timeout), printing
 // {"op":"recv","body":…,"id":…,"attempt":n} per delivery, {"op":"ack",…}
@@ -216,6 +216,7 @@ func consume(args []string, stdout io.Writer, push bool) error {
 	await := fs.Duration("await", 5*time.Second, "how long a receive waits for messages (simple)")
 	skip := fs.Int("skip-ack-first", 0, "leave the first K deliveries unacked (simple)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after")
+	handlerDelay := fs.Duration("handler-delay", 0, "how long the push consumer's handler takes per message")
 	useTLS := fs.Bool("tls", false, "connect with TLS")
 	ak := fs.String("access-key", "", "ACL access key")
 	sk := fs.String("secret-key", "", "ACL secret key")
@@ -250,6 +251,7 @@ func consume(args []string, stdout io.Writer, push bool) error {
 		pc, err := rmq.NewPushConsumer(cfg, rmq.WithPushSubscriptionExpressions(subs),
 			rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(mv *rmq.MessageView) rmq.ConsumerResult {
 				out.print(line{Op: "recv", Body: string(mv.GetBody()), ID: mv.GetMessageId(), Attempt: mv.GetDeliveryAttempt()})
+				time.Sleep(*handlerDelay)
 				record(string(mv.GetBody()))
 				return rmq.SUCCESS
 			}}))
