@@ -585,3 +585,39 @@ func TestV5PushConsumerSlowHandlerAutoRenew(t *testing.T) {
 		}
 	}
 }
+
+// RecallMessage cancels a delay message before it is due: the recalled
+// ones are never received, the others are; recalling one twice fails.
+func TestV5RecallDelayMessage(t *testing.T) {
+	c, ap := cluster(t, "V5Recall")
+	lines, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5Recall", "--count", "6", "--prefix", "rc",
+		"--delay", "3s", "--recall-every", "2")
+	testutil.NoError(t, err, stderr)
+	recalled := map[string]bool{}
+	for _, l := range lines {
+		if l.Op == "recall" {
+			testutil.Equal(t, l.Err, "", "recall", l.Body)
+			recalled[l.Body] = true
+		}
+	}
+	testutil.Equal(t, len(recalled), 3, lines)
+	got := map[string]bool{}
+	testutil.Eventually(t, 20*time.Second, func() error {
+		for _, m := range drain(t, c, "V5Recall") {
+			got[string(m.Body)] = true
+		}
+		if len(got) < 3 {
+			return fmt.Errorf("%d of the 3 kept messages delivered", len(got))
+		}
+		return nil
+	})
+	// Each recalled message was sent, and is due, before the kept one after
+	// it: with the kept ones delivered, a recalled one would show by now.
+	for _, m := range drain(t, c, "V5Recall") {
+		got[string(m.Body)] = true
+	}
+	for body := range recalled {
+		testutil.True(t, !got[body], "recalled, never delivered", body)
+	}
+	testutil.Equal(t, len(got), 3, got)
+}

@@ -6,7 +6,7 @@
 //
 //	v5peer produce --endpoint HOST:PORT --topic T --count N [--prefix P] [--tag T] [--keys K]
 //	               [--fifo-group G] [--delay D] [--tls] [--access-key K --secret-key S] [--inflight N] [--size B]
-//	               [--interval D]
+//	               [--interval D] [--recall-every K]
 //
 // prints {"op":"send","body":…,"id":…,"err":…} per message and a final
 // {"op":"done","sent":n,"failed":m,"elapsedMs":t} (t: the sending, after the
@@ -123,6 +123,7 @@ func produce(args []string, stdout io.Writer) error {
 	inflight := fs.Int("inflight", 1, "sends in flight")
 	size := fs.Int("size", 0, "pad each body to this many bytes")
 	interval := fs.Duration("interval", 0, "pause between one worker's sends")
+	recallEvery := fs.Int("recall-every", 0, "with --delay: recall every Kth message (0, K, 2K, …) after sending it")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -190,6 +191,16 @@ func produce(args []string, stdout io.Writer) error {
 				}
 				mu.Unlock()
 				out.print(l)
+				if err == nil && *recallEvery > 0 && i%*recallEvery == 0 && len(receipts) > 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					_, rerr := p.Recall(ctx, *topic, receipts[0].RecallHandle)
+					cancel()
+					r := line{Op: "recall", Body: body}
+					if rerr != nil {
+						r.Err = rerr.Error()
+					}
+					out.print(r)
+				}
 				time.Sleep(*interval)
 			}
 		}()
