@@ -164,8 +164,9 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 		}
 	}
 	expr := req.GetFilterExpression()
+	exprType := "TAG"
 	if expr.GetType() == rmqpb.FilterType_SQL {
-		return reply(status(rmqpb.Code_NOT_IMPLEMENTED, "SQL92 filters are not served to RocketMQ 5 consumers yet"))
+		exprType = "SQL92"
 	}
 	batch := int(req.GetBatchSize())
 	if batch <= 0 || batch > maxBatch {
@@ -178,13 +179,16 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 	if dl, ok := ctx.Deadline(); ok {
 		poll = min(poll, time.Until(dl)-time.Second)
 	}
-	p := popArgs{group: group, topic: topic, expr: expr.GetExpression(), max: batch, invisible: invisible}
+	p := popArgs{group: group, topic: topic, expr: expr.GetExpression(), exprType: exprType, max: batch, invisible: invisible}
 	deadline := time.Now().Add(poll)
 	for {
 		msgs, err := s.pop(ctx, p)
 		if err != nil {
 			if errors.Is(err, &client.ResponseError{Code: client.CodeTopicNotExist}) {
 				return reply(status(rmqpb.Code_TOPIC_NOT_FOUND, "topic %s does not exist", topic))
+			}
+			if errors.Is(err, &client.ResponseError{Code: client.ResponseCode(protocol.SubscriptionParseFailed)}) {
+				return reply(status(rmqpb.Code_ILLEGAL_FILTER_EXPRESSION, "%v", err))
 			}
 			return reply(status(rmqpb.Code_INTERNAL_SERVER_ERROR, "%v", err))
 		}
@@ -224,9 +228,9 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 }
 
 type popArgs struct {
-	group, topic, expr string
-	max                int
-	invisible          time.Duration
+	group, topic, expr, exprType string
+	max                          int
+	invisible                    time.Duration
 }
 
 // pop asks the topic's masters for messages, this IDC's first (in random
@@ -257,8 +261,11 @@ func (s *Server) pop(ctx context.Context, p popArgs) ([]*rmqpb.Message, error) {
 		}
 		ext := map[string]string{"consumerGroup": p.group, "topic": p.topic, "queueId": "-1",
 			"maxMsgNums": strconv.Itoa(p.max - len(out)), "invisibleTime": strconv.FormatInt(p.invisible.Milliseconds(), 10),
-			"expression": p.expr, "expressionType": "TAG"}
+			"expression": p.expr, "expressionType": p.exprType}
 		resp, err := s.conn.Call(ctx, b.Master(), client.Request{Code: int32(protocol.PopMessages), Ext: ext})
+		if errors.Is(err, &client.ResponseError{Code: client.ResponseCode(protocol.SubscriptionParseFailed)}) {
+			return nil, err // the filter is wrong: no broker will take it
+		}
 		if err != nil {
 			if !errors.Is(err, &client.ResponseError{Code: client.CodePullNotFound}) {
 				s.logger.Debug("pop failed; trying the next broker", "broker", b.Name, "err", err)

@@ -621,3 +621,39 @@ func TestV5RecallDelayMessage(t *testing.T) {
 	}
 	testutil.Equal(t, len(got), 3, got)
 }
+
+// A 5.x consumer subscribed with SQL92 receives only the messages whose
+// properties match; a malformed expression is ILLEGAL_FILTER_EXPRESSION.
+func TestV5SQLFilter(t *testing.T) {
+	c, ap := cluster(t, "V5Sql")
+	cc := c.ClientConfig(1)
+	cc.Logger = testLogger()
+	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: cc})
+	testutil.NoError(t, err)
+	testutil.NoError(t, p.Start(context.Background()))
+	defer p.Shutdown(context.Background())
+	for i := 0; i < 10; i++ {
+		_, err := p.SendSync(context.Background(), &client.Message{Topic: "V5Sql", Body: []byte(fmt.Sprintf("amount-%d", i*30)),
+			Properties: map[string]string{"amount": fmt.Sprint(i * 30)}})
+		testutil.NoError(t, err)
+	}
+	lines, stderr, err := runPeer(t, "simple", "--endpoint", ap.Addr(), "--topic", "V5Sql", "--group", "V5SqlGroup",
+		"--count", "6", "--await", "2s", "--sql", "amount > 100", "--timeout", "20s")
+	testutil.NoError(t, err, stderr)
+	testutil.Equal(t, lines[len(lines)-1].Acked, 6, lines)
+	for _, l := range lines {
+		if l.Op == "recv" {
+			var amount int
+			fmt.Sscanf(l.Body, "amount-%d", &amount)
+			testutil.True(t, amount > 100, "only matching messages", l.Body)
+		}
+	}
+	lines, _, err = runPeer(t, "simple", "--endpoint", ap.Addr(), "--topic", "V5Sql", "--group", "V5SqlGroup2",
+		"--count", "1", "--await", "1s", "--sql", "amount >>> 1", "--timeout", "3s")
+	testutil.NoError(t, err)
+	bad := false
+	for _, l := range lines {
+		bad = bad || strings.Contains(l.Err, "ILLEGAL_FILTER_EXPRESSION")
+	}
+	testutil.True(t, bad, "a malformed expression is refused", lines)
+}

@@ -20,7 +20,7 @@
 // --wait for checks, then {"op":"done","sent":n,"failed":m}.
 //
 //	v5peer simple --endpoint … --topic T --group G --count N [--invisible D] [--await D]
-//	              [--skip-ack-first K] [--timeout D] [--tls]
+//	              [--skip-ack-first K] [--sql EXPR] [--timeout D] [--tls]
 //	v5peer push   --endpoint … --topic T --group G --count N [--handler-delay D] [--timeout D] [--tls]
 //
 // receive until N distinct bodies are acked (or the timeout), printing
@@ -228,6 +228,7 @@ func consume(args []string, stdout io.Writer, push bool) error {
 	skip := fs.Int("skip-ack-first", 0, "leave the first K deliveries unacked (simple)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after")
 	handlerDelay := fs.Duration("handler-delay", 0, "how long the push consumer's handler takes per message")
+	sql := fs.String("sql", "", "subscribe with this SQL92 expression instead of every tag")
 	useTLS := fs.Bool("tls", false, "connect with TLS")
 	ak := fs.String("access-key", "", "ACL access key")
 	sk := fs.String("secret-key", "", "ACL secret key")
@@ -242,6 +243,9 @@ func consume(args []string, stdout io.Writer, push bool) error {
 	cfg := &rmq.Config{Endpoint: *endpoint, ConsumerGroup: *group,
 		Credentials: &credentials.SessionCredentials{AccessKey: *ak, AccessSecret: *sk}}
 	subs := map[string]*rmq.FilterExpression{*topic: rmq.SUB_ALL}
+	if *sql != "" {
+		subs[*topic] = rmq.NewFilterExpressionWithType(*sql, rmq.SQL92)
+	}
 	out := &printer{enc: json.NewEncoder(stdout)}
 	var (
 		mu    sync.Mutex
