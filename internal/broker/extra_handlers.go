@@ -61,6 +61,7 @@ func (s *Server) registerExtraHandlers() error {
 	}
 	s.addLoop(s.extra.timers.deliverLoop)
 	s.addCloser(s.extra.timers.close)
+	s.handle(protocol.RecallTimer, s.handleRecallTimer)
 
 	s.schedule = schedule.schedule
 	s.addLoop(schedule.deliverLoop)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/filter"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
@@ -133,6 +134,7 @@ type popRequest struct {
 	maxAttempts  int
 	fifo         bool
 	tags         func(int64) bool
+	sql          *filter.Expression // a SQL92 subscription, else nil
 }
 
 func (s *Server) handlePopMessages(ctx context.Context, _ *remoting.Conn, req *remoting.Command) *remoting.Command {
@@ -179,10 +181,7 @@ func (s *Server) handlePopMessages(ctx context.Context, _ *remoting.Conn, req *r
 	if resp != nil {
 		return resp
 	}
-	if sql != nil {
-		return errorf(req, protocol.InvalidParameter, "%s: SQL92 filters are not served to POP consumers yet", protocol.PopMessages)
-	}
-	p.tags = tags
+	p.tags, p.sql = tags, sql
 	queues := []int32{p.queueID}
 	if p.queueID < 0 {
 		queues = queues[:0]
@@ -275,7 +274,7 @@ func (s *Server) popQueueMessages(ctx context.Context, p *popRequest, qid int32,
 		if p.fifo {
 			want = min(want, n-len(out))
 		}
-		res := s.store.GetMessages(p.topic, qid, q.next, want, maxPullBytes, p.tags)
+		res := filterBySQL(s.store.GetMessages(p.topic, qid, q.next, want, maxPullBytes, p.tags), p.sql)
 		if res.NextBeginOffset > q.next {
 			got := map[int64][]byte{}
 			for _, rec := range res.Messages {
@@ -374,7 +373,11 @@ func (s *Server) handleChangePopInvisibleTime(_ context.Context, _ *remoting.Con
 	if e == nil || e.nonce != nonce {
 		return errorf(req, protocol.QueryNotFound, "the receipt handle names no message in flight on broker %s", s.opts.BrokerName)
 	}
-	e.nonce = rand.Uint64()
+	// keepHandle renews the invisible time and keeps the handle valid (the
+	// access point's auto-renewal: the client acks with the handle it got).
+	if req.ExtFields["keepHandle"] != "true" {
+		e.nonce = rand.Uint64()
+	}
 	e.deadline = time.Now().Add(d)
 	return success(req, map[string]string{"handle": popHandle(k.queue, off, e.nonce)}, nil)
 }

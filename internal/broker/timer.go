@@ -326,6 +326,12 @@ func (t *timerService) deliverLoop(ctx context.Context) {
 // deliverOne stores one due timer in its topic and marks it delivered; a
 // failure that may pass (a full disk) holds it again for timerRetryDelay.
 func (t *timerService) deliverOne(ctx context.Context, e timerEntry, now int64) {
+	t.mu.Lock()
+	recalled := t.delivered.contains(e.queueOffset)
+	t.mu.Unlock()
+	if recalled {
+		return // ZONEMQ_RECALL_TIMER (timer_recall.go)
+	}
 	err := t.deliver(ctx, e)
 	if err != nil && !permanent(err) && !errors.Is(err, store.ErrNotFound) {
 		if ctx.Err() == nil {

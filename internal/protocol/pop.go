@@ -23,6 +23,10 @@ const (
 	// handle; the old one is void. Ext: consumerGroup, topic, handle,
 	// invisibleTime.
 	ChangePopInvisibleTime RequestCode = 9403
+	// RecallTimer cancels a pending timer message (RocketMQ 5's
+	// RecallMessage). Ext: queueOffset (in the timer queue, as the send's
+	// answer gave it), uniqKey (its client id).
+	RecallTimer RequestCode = 9404
 )
 
 // Ext keys of the POP codes.
@@ -34,4 +38,5 @@ func init() {
 	requestNames[PopMessages] = "ZONEMQ_POP_MESSAGES"
 	requestNames[AckPopMessages] = "ZONEMQ_ACK_POP_MESSAGES"
 	requestNames[ChangePopInvisibleTime] = "ZONEMQ_CHANGE_POP_INVISIBLE_TIME"
+	requestNames[RecallTimer] = "ZONEMQ_RECALL_TIMER"
 }

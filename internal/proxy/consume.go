@@ -27,7 +27,7 @@ const (
 	// maxBatch bounds the messages of one ReceiveMessage.
 	maxBatch = 32
 	// defaultInvisible is the invisible time of a receive that names none
-	// (the push consumers'), as Apache RocketMQ's proxy.
+	// and asks for no renewal, as Apache RocketMQ's proxy.
 	defaultInvisible = 60 * time.Second
 	// maxPoll bounds how long a receive waits for a message.
 	maxPoll = 20 * time.Second
@@ -153,6 +153,10 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 		return reply(st)
 	}
 	invisible := defaultInvisible
+	renew := req.GetAutoRenew() && req.GetInvisibleDuration() == nil
+	if renew {
+		invisible = renewInvisible
+	}
 	if d := req.GetInvisibleDuration(); d != nil {
 		invisible = d.AsDuration()
 		if invisible < time.Second || invisible > 12*time.Hour {
@@ -160,8 +164,9 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 		}
 	}
 	expr := req.GetFilterExpression()
+	exprType := "TAG"
 	if expr.GetType() == rmqpb.FilterType_SQL {
-		return reply(status(rmqpb.Code_NOT_IMPLEMENTED, "SQL92 filters are not served to RocketMQ 5 consumers yet"))
+		exprType = "SQL92"
 	}
 	batch := int(req.GetBatchSize())
 	if batch <= 0 || batch > maxBatch {
@@ -174,7 +179,7 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 	if dl, ok := ctx.Deadline(); ok {
 		poll = min(poll, time.Until(dl)-time.Second)
 	}
-	p := popArgs{group: group, topic: topic, expr: expr.GetExpression(), max: batch, invisible: invisible}
+	p := popArgs{group: group, topic: topic, expr: expr.GetExpression(), exprType: exprType, max: batch, invisible: invisible}
 	deadline := time.Now().Add(poll)
 	for {
 		msgs, err := s.pop(ctx, p)
@@ -182,9 +187,21 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 			if errors.Is(err, &client.ResponseError{Code: client.CodeTopicNotExist}) {
 				return reply(status(rmqpb.Code_TOPIC_NOT_FOUND, "topic %s does not exist", topic))
 			}
+			if errors.Is(err, &client.ResponseError{Code: client.ResponseCode(protocol.SubscriptionParseFailed)}) {
+				return reply(status(rmqpb.Code_ILLEGAL_FILTER_EXPRESSION, "%v", err))
+			}
 			return reply(status(rmqpb.Code_INTERNAL_SERVER_ERROR, "%v", err))
 		}
 		if len(msgs) > 0 {
+			if renew {
+				id, now := clientID(ctx), time.Now()
+				for _, m := range msgs {
+					h := m.GetSystemProperties().GetReceiptHandle()
+					if broker, bh, ok := splitHandle(h); ok {
+						s.renewals.add(h, renewal{clientID: id, group: group, topic: topic, broker: broker, brokerHandle: bh, since: now})
+					}
+				}
+			}
 			if err := reply(statusOK); err != nil {
 				return err
 			}
@@ -211,9 +228,9 @@ func (s *Server) ReceiveMessage(req *rmqpb.ReceiveMessageRequest, stream rmqpb.M
 }
 
 type popArgs struct {
-	group, topic, expr string
-	max                int
-	invisible          time.Duration
+	group, topic, expr, exprType string
+	max                          int
+	invisible                    time.Duration
 }
 
 // pop asks the topic's masters for messages, this IDC's first (in random
@@ -244,8 +261,11 @@ func (s *Server) pop(ctx context.Context, p popArgs) ([]*rmqpb.Message, error) {
 		}
 		ext := map[string]string{"consumerGroup": p.group, "topic": p.topic, "queueId": "-1",
 			"maxMsgNums": strconv.Itoa(p.max - len(out)), "invisibleTime": strconv.FormatInt(p.invisible.Milliseconds(), 10),
-			"expression": p.expr, "expressionType": "TAG"}
+			"expression": p.expr, "expressionType": p.exprType}
 		resp, err := s.conn.Call(ctx, b.Master(), client.Request{Code: int32(protocol.PopMessages), Ext: ext})
+		if errors.Is(err, &client.ResponseError{Code: client.ResponseCode(protocol.SubscriptionParseFailed)}) {
+			return nil, err // the filter is wrong: no broker will take it
+		}
 		if err != nil {
 			if !errors.Is(err, &client.ResponseError{Code: client.CodePullNotFound}) {
 				s.logger.Debug("pop failed; trying the next broker", "broker", b.Name, "err", err)
@@ -347,6 +367,7 @@ func (s *Server) AckMessage(ctx context.Context, req *rmqpb.AckMessageRequest) (
 	}
 	resp := &rmqpb.AckMessageResponse{Status: statusOK}
 	for _, e := range req.GetEntries() {
+		s.renewals.remove(e.GetReceiptHandle())
 		st := s.ack(ctx, group, topic, e.GetReceiptHandle())
 		resp.Entries = append(resp.Entries, &rmqpb.AckMessageResultEntry{MessageId: e.GetMessageId(), ReceiptHandle: e.GetReceiptHandle(), Status: st})
 		if st.Code != rmqpb.Code_OK {
@@ -386,6 +407,7 @@ func handleStatus(err error) *rmqpb.Status {
 // one, which the clients keep using.
 func (s *Server) ChangeInvisibleDuration(ctx context.Context, req *rmqpb.ChangeInvisibleDurationRequest) (*rmqpb.ChangeInvisibleDurationResponse, error) {
 	old := req.GetReceiptHandle()
+	s.renewals.remove(old) // the client decides its invisible time from here on
 	fail := func(st *rmqpb.Status) (*rmqpb.ChangeInvisibleDurationResponse, error) {
 		return &rmqpb.ChangeInvisibleDurationResponse{Status: st, ReceiptHandle: old}, nil
 	}
@@ -420,6 +442,7 @@ func (s *Server) ForwardMessageToDeadLetterQueue(ctx context.Context, req *rmqpb
 	if st := s.authorize(ctx, "ForwardMessageToDeadLetterQueue", topicRes(topic, acl.Sub), groupRes(group)); st != nil {
 		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: st}, nil
 	}
+	s.renewals.remove(req.GetReceiptHandle())
 	broker, bh, ok := splitHandle(req.GetReceiptHandle())
 	if !ok {
 		return &rmqpb.ForwardMessageToDeadLetterQueueResponse{Status: status(rmqpb.Code_INVALID_RECEIPT_HANDLE,

@@ -79,6 +79,9 @@ type Server struct {
 	producer *client.Producer
 
 	sessions sessions // Telemetry streams (transaction.go)
+	renewals renewals // invisible times kept for push consumers (renew.go)
+	stopLoop context.CancelFunc
+	loopDone chan struct{}
 
 	stopOnce sync.Once
 	served   chan struct{}
@@ -144,6 +147,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 	)
 	rmqpb.RegisterMessagingServiceServer(s.grpc, s)
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	s.stopLoop, s.loopDone = stopLoop, make(chan struct{})
+	go func() {
+		defer close(s.loopDone)
+		s.renewLoop(loopCtx)
+	}()
 	go func() {
 		defer close(s.served)
 		if err := s.grpc.Serve(s.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -176,6 +185,8 @@ func (s *Server) Close(ctx context.Context) error {
 		s.ln.Close()
 		s.ln.wg.Wait()
 		<-s.served
+		s.stopLoop()
+		<-s.loopDone
 		s.shutdownClients()
 	})
 	return nil

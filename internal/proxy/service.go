@@ -143,8 +143,12 @@ func (s *Server) Heartbeat(ctx context.Context, req *rmqpb.HeartbeatRequest) (*r
 	return &rmqpb.HeartbeatResponse{Status: statusOK}, nil
 }
 
-// NotifyClientTermination acknowledges a client's goodbye.
+// NotifyClientTermination acknowledges a client's goodbye and stops
+// renewing what it received.
 func (s *Server) NotifyClientTermination(ctx context.Context, req *rmqpb.NotifyClientTerminationRequest) (*rmqpb.NotifyClientTerminationResponse, error) {
+	if id := clientID(ctx); id != "" {
+		s.renewals.dropClient(id)
+	}
 	return &rmqpb.NotifyClientTerminationResponse{Status: statusOK}, nil
 }
 
@@ -205,6 +209,10 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 	}
 	for i, m := range msgs {
 		entries[i] = &rmqpb.SendResultEntry{Status: statusOK, MessageId: m.ID, Offset: res.QueueOffset + int64(i)}
+		if !m.DeliverAt.IsZero() && len(msgs) == 1 {
+			// A timer message: its offset is in the broker's timer queue.
+			entries[i].RecallHandle = recallHandle(res.BrokerName, res.QueueOffset, m.ID)
+		}
 	}
 	return &rmqpb.SendMessageResponse{Status: statusOK, Entries: entries}, nil
 }

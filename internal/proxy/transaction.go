@@ -83,6 +83,18 @@ func (t *sessions) remove(ss *session) {
 	delete(t.open, ss)
 }
 
+// connected reports whether clientID has a Telemetry stream open here.
+func (t *sessions) connected(clientID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for ss := range t.open {
+		if ss.clientID == clientID {
+			return true
+		}
+	}
+	return false
+}
+
 // producerOf picks a session of a producer publishing topic at random.
 func (t *sessions) producerOf(topic string) *session {
 	t.mu.Lock()

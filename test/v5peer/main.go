@@ -6,7 +6,7 @@
 //
 //	v5peer produce --endpoint HOST:PORT --topic T --count N [--prefix P] [--tag T] [--keys K]
 //	               [--fifo-group G] [--delay D] [--tls] [--access-key K --secret-key S] [--inflight N] [--size B]
-//	               [--interval D]
+//	               [--interval D] [--recall-every K]
 //
 // prints {"op":"send","body":…,"id":…,"err":…} per message and a final
 // {"op":"done","sent":n,"failed":m,"elapsedMs":t} (t: the sending, after the
@@ -20,8 +20,8 @@
 // --wait for checks, then {"op":"done","sent":n,"failed":m}.
 //
 //	v5peer simple --endpoint … --topic T --group G --count N [--invisible D] [--await D]
-//	              [--skip-ack-first K] [--timeout D] [--tls]
-//	v5peer push   --endpoint … --topic T --group G --count N [--timeout D] [--tls]
+//	              [--skip-ack-first K] [--sql EXPR] [--timeout D] [--tls]
+//	v5peer push   --endpoint … --topic T --group G --count N [--handler-delay D] [--timeout D] [--tls]
 //
 // receive until N distinct bodies are acked (or the timeout), printing
 // {"op":"recv","body":…,"id":…,"attempt":n} per delivery, {"op":"ack",…}
@@ -123,6 +123,7 @@ func produce(args []string, stdout io.Writer) error {
 	inflight := fs.Int("inflight", 1, "sends in flight")
 	size := fs.Int("size", 0, "pad each body to this many bytes")
 	interval := fs.Duration("interval", 0, "pause between one worker's sends")
+	recallEvery := fs.Int("recall-every", 0, "with --delay: recall every Kth message (0, K, 2K, …) after sending it")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -190,6 +191,16 @@ func produce(args []string, stdout io.Writer) error {
 				}
 				mu.Unlock()
 				out.print(l)
+				if err == nil && *recallEvery > 0 && i%*recallEvery == 0 && len(receipts) > 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					_, rerr := p.Recall(ctx, *topic, receipts[0].RecallHandle)
+					cancel()
+					r := line{Op: "recall", Body: body}
+					if rerr != nil {
+						r.Err = rerr.Error()
+					}
+					out.print(r)
+				}
 				time.Sleep(*interval)
 			}
 		}()
@@ -216,6 +227,8 @@ func consume(args []string, stdout io.Writer, push bool) error {
 	await := fs.Duration("await", 5*time.Second, "how long a receive waits for messages (simple)")
 	skip := fs.Int("skip-ack-first", 0, "leave the first K deliveries unacked (simple)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after")
+	handlerDelay := fs.Duration("handler-delay", 0, "how long the push consumer's handler takes per message")
+	sql := fs.String("sql", "", "subscribe with this SQL92 expression instead of every tag")
 	useTLS := fs.Bool("tls", false, "connect with TLS")
 	ak := fs.String("access-key", "", "ACL access key")
 	sk := fs.String("secret-key", "", "ACL secret key")
@@ -230,6 +243,9 @@ func consume(args []string, stdout io.Writer, push bool) error {
 	cfg := &rmq.Config{Endpoint: *endpoint, ConsumerGroup: *group,
 		Credentials: &credentials.SessionCredentials{AccessKey: *ak, AccessSecret: *sk}}
 	subs := map[string]*rmq.FilterExpression{*topic: rmq.SUB_ALL}
+	if *sql != "" {
+		subs[*topic] = rmq.NewFilterExpressionWithType(*sql, rmq.SQL92)
+	}
 	out := &printer{enc: json.NewEncoder(stdout)}
 	var (
 		mu    sync.Mutex
@@ -250,6 +266,7 @@ func consume(args []string, stdout io.Writer, push bool) error {
 		pc, err := rmq.NewPushConsumer(cfg, rmq.WithPushSubscriptionExpressions(subs),
 			rmq.WithPushMessageListener(&rmq.FuncMessageListener{Consume: func(mv *rmq.MessageView) rmq.ConsumerResult {
 				out.print(line{Op: "recv", Body: string(mv.GetBody()), ID: mv.GetMessageId(), Attempt: mv.GetDeliveryAttempt()})
+				time.Sleep(*handlerDelay)
 				record(string(mv.GetBody()))
 				return rmq.SUCCESS
 			}}))
