@@ -86,7 +86,7 @@ var allowedImports = map[string][]string{
 	"internal/controller": {"internal/remoting", "internal/protocol", "internal/acl", "internal/member"},
 	// The load generator behind `zonemq bench` (issue 26): a client
 	// application, held to the public SDK like the drill.
-	"internal/loadgen": {"client", "client/admin", "internal/protocol"},
+	"internal/loadgen": {"client", "client/admin", "internal/protocol", "internal/rmqpb"},
 	// Cluster-member authentication (issue 22): the cluster secret's
 	// request MAC and the derived mutual TLS. Standard library only.
 	"internal/member": {},
@@ -134,7 +134,9 @@ var allowedThirdParty = map[string][]string{
 	// gRPC and protobuf: the RocketMQ 5 clients speak nothing else.
 	"internal/rmqpb": {"google.golang.org/grpc", "google.golang.org/protobuf"},
 	"internal/proxy": {"google.golang.org/grpc", "google.golang.org/protobuf"},
-	"test/v5peer":    {"github.com/apache/rocketmq-clients/golang/v5"},
+	// `zonemq bench --access-point` speaks the RocketMQ 5 protocol.
+	"internal/loadgen": {"google.golang.org/grpc"},
+	"test/v5peer":      {"github.com/apache/rocketmq-clients/golang/v5"},
 }
 
 // goPackage is the part of `go list -json` output the checks read.

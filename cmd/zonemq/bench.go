@@ -95,6 +95,8 @@ func parseBenchArgs(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.DurationVar(&o.load.Idle, "idle", 3*time.Second, "--mode consume: stop once nothing new arrived for this long")
 	fs.DurationVar(&o.load.SendTimeout, "send-timeout", client.DefaultSendTimeout, "how long one send call may take, failover included")
 	fs.DurationVar(&o.load.Progress, "progress", time.Second, "text output: print progress on stderr this often (0: never)")
+	fs.StringVar(&o.load.AccessPoint, "access-point", "", "send through this gRPC access point (`host:port`, plaintext) with the RocketMQ 5 protocol\n"+
+		"instead of the SDK; one message per call, --inflight (else --producers) calls in flight")
 	fs.IntVar(&o.load.Rate, "rate", 0, "send at most this many `messages per second` in all (0: as fast as the sends go); with --inflight, a soak at a steady load")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client and, with --local, servers) to `file` (go tool pprof)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process to `file` at the end (go tool pprof -sample_index=alloc_objects)")

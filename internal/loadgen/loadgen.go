@@ -58,6 +58,9 @@ type Options struct {
 	SendTimeout  time.Duration
 	Progress     time.Duration // a progress line on the writer this often; 0: never
 	Rate         int           // messages per second in all; 0: unpaced
+	// AccessPoint, when set, sends through this gRPC access point
+	// (host:port, plaintext) with the RocketMQ 5 protocol instead of the SDK.
+	AccessPoint string
 	// Local and Flush only describe the cluster in the report.
 	Local bool
 	Flush string
@@ -259,6 +262,9 @@ func (r *runner) waitQueuesHeld(ctx context.Context, consumers []*client.PushCon
 // sendPhase runs the producer goroutines until --count messages were sent,
 // --duration passed or ctx ended.
 func (r *runner) sendPhase(ctx context.Context) error {
+	if r.o.AccessPoint != "" {
+		return r.sendThroughAccessPoint(ctx)
+	}
 	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: r.cfg, Group: "bench_producer", SendTimeout: r.o.SendTimeout})
 	if err != nil {
 		return err
