@@ -117,12 +117,7 @@ func clusterWith(t testing.TB, topic string, brokerOpts func(int, *broker.Option
 	testutil.NoError(t, err, "devcluster.Start")
 	t.Cleanup(func() { c.Close() })
 
-	cc := c.ClientConfig(1)
-	cc.Logger = testLogger()
-	adm, err := admin.New(admin.Config{ClientConfig: cc})
-	testutil.NoError(t, err)
-	testutil.NoError(t, adm.Start(ctx))
-	defer adm.Shutdown(ctx)
+	adm := sdkAdmin(t, c, 1)
 	testutil.NoError(t, adm.CreateTopic(ctx, admin.TopicSpec{Topic: topic, Queues: 4}), "CreateTopic")
 	testutil.Eventually(t, 10*time.Second, func() error {
 		r, err := adm.TopicRoute(ctx, topic)
@@ -135,19 +130,44 @@ func clusterWith(t testing.TB, topic string, brokerOpts func(int, *broker.Option
 		return nil
 	})
 
-	ap, err := proxy.Start(ctx, proxy.Config{Listen: c.Host(1) + ":0", IDC: devcluster.IDCName(1), Cluster: cc, Logger: testLogger()})
+	ap, err := proxy.Start(ctx, proxy.Config{Listen: c.Host(1) + ":0", IDC: devcluster.IDCName(1), Cluster: sdkConfig(c, 1), Logger: testLogger()})
 	testutil.NoError(t, err, "proxy.Start")
 	t.Cleanup(func() { ap.Close(context.Background()) })
 	return c, ap
+}
+
+// sdkConfig is IDC n's SDK config with the test logger.
+func sdkConfig(c *devcluster.Cluster, n int) client.ClientConfig {
+	cc := c.ClientConfig(n)
+	cc.Logger = testLogger()
+	return cc
+}
+
+// sdkAdmin is a started admin client of IDC n, shut down at the end of the test.
+func sdkAdmin(t testing.TB, c *devcluster.Cluster, n int) *admin.Client {
+	t.Helper()
+	adm, err := admin.New(admin.Config{ClientConfig: sdkConfig(c, n)})
+	testutil.NoError(t, err)
+	testutil.NoError(t, adm.Start(context.Background()))
+	t.Cleanup(func() { adm.Shutdown(context.Background()) })
+	return adm
+}
+
+// sdkProducer is a started SDK producer of IDC n, shut down at the end of the test.
+func sdkProducer(t testing.TB, c *devcluster.Cluster, n int) *client.Producer {
+	t.Helper()
+	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: sdkConfig(c, n)})
+	testutil.NoError(t, err)
+	testutil.NoError(t, p.Start(context.Background()))
+	t.Cleanup(func() { p.Shutdown(context.Background()) })
+	return p
 }
 
 // drain reads every message of topic from every broker.
 func drain(t *testing.T, c *devcluster.Cluster, topic string) []*client.MessageExt {
 	t.Helper()
 	ctx := context.Background()
-	cc := c.ClientConfig(1)
-	cc.Logger = testLogger()
-	pc, err := client.NewPullConsumer(client.PullConsumerConfig{ClientConfig: cc, Group: "drain"})
+	pc, err := client.NewPullConsumer(client.PullConsumerConfig{ClientConfig: sdkConfig(c, 1), Group: "drain"})
 	testutil.NoError(t, err)
 	testutil.NoError(t, pc.Start(ctx))
 	defer pc.Shutdown(ctx)
@@ -238,12 +258,7 @@ func TestV5UnknownTopic(t *testing.T) {
 // time; an acked one never does, not even for a new consumer of the group.
 func TestV5SimpleConsumer(t *testing.T) {
 	c, ap := cluster(t, "V5Simple")
-	cc := c.ClientConfig(2)
-	cc.Logger = testLogger()
-	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: cc})
-	testutil.NoError(t, err)
-	testutil.NoError(t, p.Start(context.Background()))
-	defer p.Shutdown(context.Background())
+	p := sdkProducer(t, c, 2)
 	ids := map[string]string{}
 	for i := 0; i < 10; i++ {
 		body := fmt.Sprintf("remoting-%d", i)
@@ -302,10 +317,8 @@ func TestV5PushConsumer(t *testing.T) {
 // test (Close is idempotent, so a test may close it earlier).
 func startAccessPoint(t *testing.T, c *devcluster.Cluster, n int) *proxy.Server {
 	t.Helper()
-	cc := c.ClientConfig(n)
-	cc.Logger = testLogger()
-	ap, err := proxy.Start(context.Background(), proxy.Config{Listen: c.Host(n) + ":0", IDC: devcluster.IDCName(n), Cluster: cc,
-		Logger: testLogger()})
+	ap, err := proxy.Start(context.Background(), proxy.Config{Listen: c.Host(n) + ":0", IDC: devcluster.IDCName(n),
+		Cluster: sdkConfig(c, n), Logger: testLogger()})
 	testutil.NoError(t, err, "proxy.Start")
 	t.Cleanup(func() { ap.Close(context.Background()) })
 	return ap
@@ -387,10 +400,8 @@ func TestV5ACL(t *testing.T) {
 	testutil.NoError(t, os.WriteFile(path, []byte(v5ACL), 0o600))
 	checker, err := acl.Load(path, testLogger())
 	testutil.NoError(t, err)
-	cc := c.ClientConfig(1)
-	cc.Logger = testLogger()
-	ap, err := proxy.Start(context.Background(), proxy.Config{Listen: c.Host(1) + ":0", IDC: devcluster.IDCName(1), Cluster: cc,
-		ACL: checker, Logger: testLogger()})
+	ap, err := proxy.Start(context.Background(), proxy.Config{Listen: c.Host(1) + ":0", IDC: devcluster.IDCName(1),
+		Cluster: sdkConfig(c, 1), ACL: checker, Logger: testLogger()})
 	testutil.NoError(t, err)
 	t.Cleanup(func() { ap.Close(context.Background()) })
 
@@ -426,12 +437,7 @@ func TestV5ConsumeAcrossASwitchover(t *testing.T) {
 	c, err := devcluster.Start(ctx, devcluster.Options{IDCs: 2, Replicas: 2, Replication: "sync", DataDir: t.TempDir(), Logger: testLogger()})
 	testutil.NoError(t, err, "devcluster.Start")
 	t.Cleanup(func() { c.Close() })
-	cc := c.ClientConfig(1)
-	cc.Logger = testLogger()
-	adm, err := admin.New(admin.Config{ClientConfig: cc})
-	testutil.NoError(t, err)
-	testutil.NoError(t, adm.Start(ctx))
-	defer adm.Shutdown(ctx)
+	adm := sdkAdmin(t, c, 1)
 	testutil.NoError(t, adm.CreateTopic(ctx, admin.TopicSpec{Topic: "V5Switch", Queues: 2}))
 	testutil.NoError(t, c.WaitReplicasInSync(ctx))
 	ap := startAccessPoint(t, c, 1)
@@ -542,12 +548,7 @@ func TestV5Transactions(t *testing.T) {
 // push consumer: a message group's messages arrive in the order sent.
 func TestV5FIFOConsumerGroup(t *testing.T) {
 	c, ap := cluster(t, "V5FifoGroup")
-	cc := c.ClientConfig(1)
-	cc.Logger = testLogger()
-	adm, err := admin.New(admin.Config{ClientConfig: cc})
-	testutil.NoError(t, err)
-	testutil.NoError(t, adm.Start(context.Background()))
-	defer adm.Shutdown(context.Background())
+	adm := sdkAdmin(t, c, 1)
 	testutil.NoError(t, adm.UpdateGroup(context.Background(), admin.GroupSpec{Group: "V5FifoConsumers", Orderly: true}))
 
 	_, stderr, err := runPeer(t, "produce", "--endpoint", ap.Addr(), "--topic", "V5FifoGroup", "--count", "30", "--prefix", "o",
@@ -626,12 +627,7 @@ func TestV5RecallDelayMessage(t *testing.T) {
 // properties match; a malformed expression is ILLEGAL_FILTER_EXPRESSION.
 func TestV5SQLFilter(t *testing.T) {
 	c, ap := cluster(t, "V5Sql")
-	cc := c.ClientConfig(1)
-	cc.Logger = testLogger()
-	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: cc})
-	testutil.NoError(t, err)
-	testutil.NoError(t, p.Start(context.Background()))
-	defer p.Shutdown(context.Background())
+	p := sdkProducer(t, c, 1)
 	for i := 0; i < 10; i++ {
 		_, err := p.SendSync(context.Background(), &client.Message{Topic: "V5Sql", Body: []byte(fmt.Sprintf("amount-%d", i*30)),
 			Properties: map[string]string{"amount": fmt.Sprint(i * 30)}})
