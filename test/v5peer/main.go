@@ -38,12 +38,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	"github.com/apache/rocketmq-clients/golang/v5/pkg/zaplog"
 )
 
 func main() {
@@ -73,11 +75,23 @@ func main() {
 
 // setup quiets the client's own logging (it writes to $HOME/logs by
 // default) and chooses TLS, before any client exists.
+//
+// The client has a second logger: every RPC is logged at info level to the
+// fixed file /tmp/rocketmq-logger.log, shared by every client process on
+// the machine and never rotated away in practice. Its connection options
+// would take another logger, but the client dials through NewRpcClient
+// without options, so the exported hook is wrapped to point that log into
+// this run's log directory.
 func setup(useTLS bool) {
 	os.Setenv("mq.consoleAppender.enabled", "false")
 	os.Setenv("rocketmq.client.logLevel", "error")
 	if dir, err := os.MkdirTemp("", "v5peer-logs-"); err == nil {
 		os.Setenv("rocketmq.client.logRoot", dir)
+		rpcLog := zaplog.New(zaplog.WithFileName(filepath.Join(dir, "rpc.log")))
+		newRPC := rmq.NewRpcClient
+		rmq.NewRpcClient = func(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, error) {
+			return newRPC(target, append(opts, rmq.WithRpcClientConnOption(rmq.WithZapLogger(rpcLog)))...)
+		}
 	}
 	rmq.ResetLogger()
 	rmq.EnableSsl = useTLS
