@@ -33,7 +33,7 @@ func TestMeasureV5RTO(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		cmd := exec.CommandContext(ctx, v5peer(t), "produce", "--endpoint", endpoint, "--topic", "V5RTO", "--count", "1500",
 			"--inflight", "4", "--interval", "10ms")
-		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "TMPDIR="+t.TempDir()) // its logs go with the test
 		stdout, err := cmd.StdoutPipe()
 		testutil.NoError(t, err)
 		testutil.NoError(t, cmd.Start())
