@@ -77,7 +77,7 @@ var allowedImports = map[string][]string{
 	// places processes and sockets in an IDC's network namespace).
 	// In controller mode it reads and drives the controller as the
 	// operator's admin tool does (internal/controller's client).
-	"internal/drill": {"client", "client/admin", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller", "internal/member"},
+	"internal/drill": {"client", "client/admin", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller", "internal/member", "internal/store"},
 	// The drill's checker (issue 10): a leaf over plain records, reusable
 	// by any test that keeps a ledger of acknowledgements and deliveries.
 	"internal/ledger": {},
@@ -126,7 +126,10 @@ var allowedThirdParty = map[string][]string{
 		"github.com/hashicorp/go-hclog", "go.etcd.io/bbolt"},
 	// prometheus/client_golang serves and defines the metrics (issue 14;
 	// docs/deps.md); the SDK itself does not import it.
-	"internal/metrics":     {prometheusClient},
+	"internal/metrics": {prometheusClient},
+	// Porcupine checks the controller's epoch history as a linearizable
+	// register (issue 23; docs/deps.md).
+	"internal/ledger":      {"github.com/anishathalye/porcupine"},
 	"internal/broker":      {prometheusClient},
 	"internal/namesrv":     {prometheusClient},
 	"internal/addrsrv":     {prometheusClient},

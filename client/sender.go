@@ -257,7 +257,16 @@ func (s *sender) deliverFrom(ctx context.Context, out *outgoing, pick picker, fa
 		ctx, cancel = context.WithTimeout(ctx, s.sendTimeout)
 		defer cancel()
 	}
-	record := func(q writeQueue, err error) { recordAttempt(fail, q, err) }
+	// Every attempt after a failed one says so: the broker answers a
+	// retry with the copy an unanswered attempt may have stored, instead
+	// of storing it twice (broker/sendretry.go).
+	record := func(q writeQueue, err error) {
+		recordAttempt(fail, q, err)
+		out.header.Retry = true
+	}
+	if len(fail.Attempts) > 0 {
+		out.header.Retry = true
+	}
 	pause := 20 * time.Millisecond
 	var next *writeQueue // the same queue at its group's new master
 	redirected := map[string]bool{}

@@ -12,6 +12,9 @@ func addHardeningFlags(fs *flag.FlagSet, h *broker.HardeningOptions) {
 	fs.BoolVar(&h.RecoverDropCorrupt, "recover-drop-corrupt", h.RecoverDropCorrupt,
 		"let recovery drop a complete last commit-log record whose body fails its CRC\n"+
 			"(logged with its topic, queue and offset); without it the broker refuses to start")
+	fs.BoolVar(&h.ReseedCorruptReplica, "reseed-corrupt-replica", h.ReseedCorruptReplica,
+		"a replica whose commit log is damaged moves its data aside (quarantine/ in --data) and copies the\n"+
+			"group's log again from the master; false: it refuses to start, as a master does")
 	fs.BoolVar(&h.RecoverMissingTopics, "recover-missing-topics", h.RecoverMissingTopics,
 		"re-create topics that have queues on disk but are missing from topics.json;\n"+
 			"without it the broker refuses to start")

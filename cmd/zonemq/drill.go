@@ -43,23 +43,33 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"group synchronously into the next IDCs and adds the idc-lost scenario")
 	netnsFlags := addNetnsFlags(fs)
 	chaos := fs.Bool("chaos", false, "a chaos campaign instead of the scenarios: seeded random faults (--faults) for\n"+
-		"--duration (default 3m here), overlapping and recurring, then a heal, a drain and the ledger check;\n"+
+		"--duration (default 3m here), overlapping and recurring, then a heal, a drain and the history check;\n"+
+		"3 IDCs with 3 copies of every group and the controller unless --idcs/--replicas say otherwise;\n"+
 		"the plan is written to the work dir's chaos-plan.json (docs/disaster-recovery.md)")
 	seed := fs.Uint64("seed", 1, "with --chaos: the seed that picks the faults")
-	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause; with --netns also isolate, one-way\n(default all that apply)")
+	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause, corrupt (replicas only);\nwith --netns also isolate, one-way (default all that apply)")
 	replay := fs.String("replay", "", "with --chaos: play this chaos-plan.json `file` instead of a seeded plan")
+	timeline := fs.String("timeline", "", "with --chaos: write the campaign's SVG picture (faults, sends and errors per IDC) to this `file`\n"+
+		"(default: timeline.svg in the work dir)")
 	if err := parseFlags(fs, args, nil); err != nil {
 		return err
 	}
 	var chaosOpts *drill.ChaosOptions
 	if *chaos || *replay != "" {
 		d := *duration
-		explicit := false
-		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "duration" })
-		if !explicit {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["duration"] {
 			d = 3 * time.Minute
 		}
-		chaosOpts = &drill.ChaosOptions{Duration: d, Seed: *seed, Faults: splitList(*faults), Replay: *replay}
+		// The campaign's own topology: what the product is run as.
+		if !set["idcs"] {
+			*idcs = 3
+		}
+		if !set["replicas"] {
+			*replicas = min(3, *idcs)
+		}
+		chaosOpts = &drill.ChaosOptions{Duration: d, Seed: *seed, Faults: splitList(*faults), Replay: *replay, Timeline: *timeline}
 		*duration = 10 * time.Second // the healthy window after the heal
 	}
 	if *output != "text" && *output != "json" {

@@ -89,20 +89,23 @@ type Server struct {
 	instance  string         // this data directory's id (instance.go)
 	storeHost netip.AddrPort // the same, stamped into every record
 
-	topics    *topicTable
-	groups    *subscriptionGroupTable
-	pops      popTable // POP consumption state (pop.go)
-	registry  *clientRegistry
-	pulls     *pullHolder
-	namesrvs  *registrar
-	acl       *acl.Checker // nil: ACL off
-	notifyCh  chan string  // consumer groups whose membership changed
-	gate      gate
-	bootTime  time.Time
-	putCount  atomic.Int64
-	pullCount atomic.Int64
-	metrics   *brokerMetrics    // metrics.go
-	metricsEP *metrics.Endpoint // --metrics-listen; nil when unset
+	topics   *topicTable
+	groups   *subscriptionGroupTable
+	pops     popTable // POP consumption state (pop.go)
+	registry *clientRegistry
+	pulls    *pullHolder
+	namesrvs *registrar
+	acl      *acl.Checker // nil: ACL off
+	notifyCh chan string  // consumer groups whose membership changed
+	gate     gate
+	bootTime time.Time
+	putCount atomic.Int64
+	// retriesAnswered counts retried sends answered with the copy an
+	// earlier attempt stored (sendretry.go).
+	retriesAnswered atomic.Int64
+	pullCount       atomic.Int64
+	metrics         *brokerMetrics    // metrics.go
+	metricsEP       *metrics.Endpoint // --metrics-listen; nil when unset
 
 	// repl is the broker's part in its group: role, epochs, replicas
 	// (replication*.go). writesInFlight counts puts between the role check
@@ -219,7 +222,7 @@ func New(opts Options) (*Server, error) {
 	}
 	sopts.RecoverDropCorrupt = opts.Hardening.RecoverDropCorrupt
 	sopts.MaxOpenQueueFiles = opts.Hardening.MaxOpenQueueFiles
-	st, err := store.Open(sopts)
+	st, err := openStore(sopts, opts, s.logger)
 	if err != nil {
 		cancel()
 		rs.Close()

@@ -50,8 +50,20 @@ func identityOf(regID int64) int64 {
 
 // leaseValid reports whether a controller-mode master may acknowledge now.
 func (r *replication) leaseValid() bool {
-	return time.Now().UnixNano() < r.leaseUntil.Load()
+	return monoNanos(time.Now()) < r.leaseUntil.Load()
 }
+
+// monoBase anchors monoNanos.
+var monoBase = time.Now()
+
+// monoNanos is t on the process's monotonic clock, in nanoseconds since
+// it started: what lease ends are kept in. A lease is a span of time the
+// controller granted from the moment the heartbeat left, so it is measured
+// on the monotonic clock, which a wall-clock step (NTP, an operator)
+// cannot move; kept in wall-clock nanoseconds, a clock set back by a
+// minute would have let a fenced master acknowledge for a minute more.
+// t must carry a monotonic reading (a time.Now()).
+func monoNanos(t time.Time) int64 { return t.Sub(monoBase).Nanoseconds() }
 
 // controllerLoop reports to the controller and applies its answers until
 // ctx ends.
@@ -169,7 +181,7 @@ func (r *replication) applyControllerAnswer(ans protocol.ControllerHeartbeatResp
 			r.startEpochLocked(ans.Epoch)
 		}
 		if ans.LeaseMillis > 0 {
-			r.leaseUntil.Store(sent.Add(time.Duration(ans.LeaseMillis) * time.Millisecond).UnixNano())
+			r.leaseUntil.Store(monoNanos(sent.Add(time.Duration(ans.LeaseMillis) * time.Millisecond)))
 		}
 		err := r.persistLocked()
 		r.mu.Unlock()
@@ -226,7 +238,7 @@ func (r *replication) kickFollow() {
 func (r *replication) stepDownWithoutLease() {
 	until := r.leaseUntil.Load()
 	grace := 3 * r.s.opts.ControllerHeartbeatInterval
-	if until == 0 || time.Now().UnixNano() < until+grace.Nanoseconds() {
+	if until == 0 || monoNanos(time.Now()) < until+grace.Nanoseconds() {
 		return
 	}
 	r.mu.Lock()

@@ -15,6 +15,11 @@ type HardeningOptions struct {
 	// end of the commit log whose body fails its CRC, logging what it drops
 	// (--recover-drop-corrupt). Off by default: Open refuses such a log.
 	RecoverDropCorrupt bool
+	// ReseedCorruptReplica lets a replica whose commit log is damaged move
+	// its data aside and copy the group's log again from the master
+	// (reseed.go; --reseed-corrupt-replica, on by default). Off, it refuses
+	// to start as a master does.
+	ReseedCorruptReplica bool
 	// RecoverMissingTopics re-creates topics that have consume queues on
 	// disk but are missing from topics.json (--recover-missing-topics). Off
 	// by default: the broker refuses to start.
@@ -46,6 +51,7 @@ const DefaultMaxOpenQueueFiles = store.DefaultMaxOpenQueueFiles
 // NewHardeningOptions returns the defaults.
 func NewHardeningOptions() HardeningOptions {
 	return HardeningOptions{
+		ReseedCorruptReplica:  true,
 		MaxOpenQueueFiles:     DefaultMaxOpenQueueFiles,
 		MaxParkedPulls:        50_000,
 		MaxParkedPullsPerConn: 4096,

@@ -103,7 +103,7 @@ type replication struct {
 	// or one whose disk was replaced).
 	fresh bool
 
-	// Controller mode (controller.go): the lease end (Unix ns) and the
+	// Controller mode (controller.go): the lease end (monoNanos) and the
 	// controller leader last heard from (guarded by mu).
 	leaseUntil atomic.Int64
 	ctrlLeader string

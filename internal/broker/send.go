@@ -92,6 +92,24 @@ func (s *Server) serveSend(ctx context.Context, c *remoting.Conn, req *remoting.
 		Body:           req.Body,
 		Properties:     h.Properties,
 	}
+	if h.Retry {
+		// An earlier attempt may have stored it (sendretry.go); what this
+		// connection kept is stored first, so the lookup sees it.
+		retry := func(ctx context.Context, h *protocol.SendMessageRequestHeader) *remoting.Command {
+			if resp := s.storedRetry(ctx, req, h, m); resp != nil {
+				return resp
+			}
+			return s.storeSend(ctx, c, req, h, m, delayLevel(m.Properties))
+		}
+		if kept != nil {
+			s.storeKeptSends(c)
+			if s.deferSendAcks() {
+				hc := h // only this copy escapes to the goroutine
+				return s.serveAside(c, req, kept, func(ctx context.Context) *remoting.Command { return retry(ctx, &hc) })
+			}
+		}
+		return retry(ctx, &h)
+	}
 	level := delayLevel(m.Properties)
 	plain := m.SysFlag&protocol.SysFlagTransactionMask != protocol.SysFlagTransactionPrep &&
 		!(s.extra.timers != nil && isTimer(m.Properties)) && !(level > 0 && s.schedule != nil) &&

@@ -20,6 +20,7 @@ func (d *drill) checkInput(ctx context.Context, sends []sendRecord, recvs map[st
 	in := ledger.Input{Grace: checkGrace}
 	for _, s := range sends {
 		if s.err != nil {
+			in.Unacked = append(in.Unacked, s.key)
 			continue
 		}
 		in.Acks = append(in.Acks, ledger.Ack{Key: s.key, Group: s.broker, Addr: s.brokerAddr, Queue: s.queue,
@@ -32,8 +33,9 @@ func (d *drill) checkInput(ctx context.Context, sends []sendRecord, recvs map[st
 		}
 	}
 	if d.ordered != nil {
-		acks, cons, _ := d.ordered.snapshot()
+		acks, cons, failed := d.ordered.snapshot()
 		in.Acks = append(in.Acks, acks...)
+		in.Unacked = append(in.Unacked, failed...)
 		in.Consumptions = append(in.Consumptions, cons...)
 	}
 	if d.ctl != nil {

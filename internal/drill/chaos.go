@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/zonemq/zonemq/internal/ledger"
+	"github.com/zonemq/zonemq/internal/netns"
 )
 
 // The chaos campaign (issue 23, first step): instead of the scripted
@@ -29,14 +34,34 @@ const (
 	FaultPause   = "pause"
 	FaultIsolate = "isolate" // an IDC cut from every other, both ways
 	FaultOneWay  = "one-way" // packets from one IDC to another dropped
+	// FaultCorrupt kills a replica broker, damages the newest part of its
+	// commit log (a bit flipped, or the file cut short) and restarts it.
+	FaultCorrupt = "corrupt"
+	// FaultFlaky degrades the link between two IDCs both ways: delay
+	// 10–200 ms with jitter, loss 1–20 % (netem or the delay line).
+	FaultFlaky = "flaky"
 )
 
 // AllFaults are the kinds the nemesis knows; network kinds need --netns.
-var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultIsolate, FaultOneWay}
+var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultIsolate, FaultOneWay, FaultFlaky}
 
-// networkFault reports whether kind cuts the network (one at a time: a
-// heal removes every cut).
-func networkFault(kind string) bool { return kind == FaultIsolate || kind == FaultOneWay }
+// networkFault reports whether kind acts on the network (--netns only).
+func networkFault(kind string) bool {
+	return kind == FaultIsolate || kind == FaultOneWay || kind == FaultFlaky
+}
+
+// faultLock is what a fault holds while in force: its target, or for the
+// network one lock for every cut (a heal removes them all) and one for
+// every degraded link (a restore puts them all back).
+func faultLock(kind, target string) string {
+	switch {
+	case kind == FaultFlaky:
+		return "links"
+	case networkFault(kind):
+		return "network"
+	}
+	return target
+}
 
 // ChaosOptions turn the drill into a chaos campaign.
 type ChaosOptions struct {
@@ -50,6 +75,9 @@ type ChaosOptions struct {
 	// Replay, if set, is a plan file (as written to the work directory's
 	// chaos-plan.json) to play instead of a seeded one.
 	Replay string
+	// Timeline is where the SVG picture of the campaign goes (default:
+	// timeline.svg in the work directory).
+	Timeline string
 }
 
 // ChaosEvent is one fault of a plan.
@@ -58,6 +86,19 @@ type ChaosEvent struct {
 	Hold   Millis `json:"holdMs"` // how long the fault lasts
 	Kind   string `json:"kind"`
 	Target string `json:"target"` // e.g. idc1/broker, idc2/replica-of-broker-idc1, idc3/consumer
+	// Damage (corrupt only) is what is done to the log: "flip" or
+	// "truncate", At (0..1) where in its newest damageSpan bytes.
+	Damage   string  `json:"damage,omitempty"`
+	DamageAt float64 `json:"damageAt,omitempty"`
+	// Link (flaky only) is the degraded links' shaping.
+	Link *FlakyLink `json:"link,omitempty"`
+}
+
+// FlakyLink is a flaky fault's shaping of a link, each way.
+type FlakyLink struct {
+	Delay       Millis  `json:"delayMs"`
+	Jitter      Millis  `json:"jitterMs"`
+	LossPercent float64 `json:"lossPercent"`
 }
 
 // ChaosPlan is what a campaign plays and records.
@@ -90,15 +131,23 @@ func planChaos(seed uint64, duration time.Duration, kinds []string, targets func
 			continue
 		}
 		target := ts[rng.IntN(len(ts))]
-		busy := target
-		if networkFault(kind) {
-			busy = "network"
-		}
+		busy := faultLock(kind, target)
 		if busyUntil[busy] > at {
 			continue
 		}
 		busyUntil[busy] = at + hold
-		plan.Events = append(plan.Events, ChaosEvent{At: millis(at), Hold: millis(hold), Kind: kind, Target: target})
+		e := ChaosEvent{At: millis(at), Hold: millis(hold), Kind: kind, Target: target}
+		switch kind {
+		case FaultCorrupt:
+			e.Damage, e.DamageAt = "flip", rng.Float64()
+			if rng.IntN(2) == 0 {
+				e.Damage = "truncate"
+			}
+		case FaultFlaky:
+			delay := 10 + rng.IntN(191)
+			e.Link = &FlakyLink{Delay: Millis(delay), Jitter: Millis(rng.IntN(delay/4 + 1)), LossPercent: float64(1 + rng.IntN(20))}
+		}
+		plan.Events = append(plan.Events, e)
 	}
 	return plan
 }
@@ -153,10 +202,7 @@ func (d *drill) playChaos(ctx context.Context, plan ChaosPlan, targets map[strin
 	// Network faults share one lock (a heal undoes every cut).
 	locks := map[string]*sync.Mutex{}
 	lockOf := func(e ChaosEvent) *sync.Mutex {
-		key := e.Target
-		if networkFault(e.Kind) {
-			key = "network"
-		}
+		key := faultLock(e.Kind, e.Target)
 		if locks[key] == nil {
 			locks[key] = &sync.Mutex{}
 		}
@@ -197,6 +243,23 @@ func (d *drill) playChaos(ctx context.Context, plan ChaosPlan, targets map[strin
 func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 	var undo func(context.Context) error
 	switch e.Kind {
+	case FaultFlaky:
+		topo := d.network.topo
+		var a, b int
+		if _, err := fmt.Sscanf(e.Target, "idc%d<>idc%d", &a, &b); err != nil {
+			return fmt.Errorf("flaky target %q: %w", e.Target, err)
+		}
+		if e.Link == nil {
+			return fmt.Errorf("flaky %s: the plan gives no link shaping", e.Target)
+		}
+		l := netns.Link{Delay: e.Link.Delay.Duration(), Jitter: e.Link.Jitter.Duration(), LossPercent: e.Link.LossPercent}
+		if err := topo.Degrade(ctx, a, b, l); err != nil {
+			return err
+		}
+		if err := topo.Degrade(ctx, b, a, l); err != nil {
+			return err
+		}
+		undo = topo.Restore
 	case FaultIsolate, FaultOneWay:
 		topo := d.network.topo
 		var a, b int
@@ -220,6 +283,20 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 		if err := p.kill(); err != nil {
 			return err
 		}
+		undo = p.start
+	case FaultCorrupt:
+		if err := p.kill(); err != nil {
+			return err
+		}
+		b, ok := p.(*proc)
+		if !ok {
+			return fmt.Errorf("%s has no data to damage", e.Target)
+		}
+		what, err := damageLog(argAfter(b.args, "--data"), e)
+		if err != nil {
+			return err
+		}
+		d.progress.printf("chaos: %s: %s", e.Target, what)
 		undo = p.start
 	case FaultStop:
 		if err := p.terminate(15 * time.Second); err != nil {
@@ -281,6 +358,54 @@ type ChaosSummary struct {
 	Faults   int            `json:"faults"`
 	ByKind   map[string]int `json:"byKind"`
 	Duration Millis         `json:"durationMs"`
+
+	// Outages is each IDC's producer's longest time without an
+	// acknowledgement during the faults; Drain the time from the heal
+	// until every message acknowledged by then was consumed
+	// (chaos_liveness.go).
+	Outages []IDCOutage `json:"outages"`
+	Drain   Millis      `json:"drainMs"`
+	// Timeline is the SVG picture of the campaign (chaos_timeline.go).
+	Timeline string `json:"timeline"`
+
+	// began and healed bound the faults; plan is what was played;
+	// timelineText the picture as text, for the text report.
+	began, healed time.Time
+	plan          ChaosPlan
+	timelineText  string
+}
+
+// finishChaos adds the campaign's liveness figures and timeline to sum,
+// and (when the controller's epoch history breaks) its picture.
+func (d *drill) finishChaos(sum *ChaosSummary, sends []sendRecord, recvs map[string][]recvRecord, in ledger.Input) error {
+	var idcs []string
+	for _, i := range d.cluster.idcs {
+		idcs = append(idcs, i.name)
+	}
+	sum.Outages = chaosOutages(idcs, sends, sum.plan, sum.began, sum.healed)
+	sum.Drain = chaosDrain(sends, recvs, sum.healed)
+	var text strings.Builder
+	newTimeline(100, idcs, sends, sum.plan, sum.began, sum.healed).writeText(&text)
+	sum.timelineText = text.String()
+	sum.Timeline = d.opts.Chaos.Timeline
+	if sum.Timeline == "" {
+		sum.Timeline = filepath.Join(d.cluster.workDir, "timeline.svg")
+	}
+	f, err := os.Create(sum.Timeline)
+	if err != nil {
+		return fmt.Errorf("drill: the timeline: %w", err)
+	}
+	defer f.Close()
+	if err := newTimeline(400, idcs, sends, sum.plan, sum.began, sum.healed).writeSVG(f); err != nil {
+		return fmt.Errorf("drill: the timeline: %w", err)
+	}
+	if len(in.History) > 0 {
+		if h, err := os.Create(filepath.Join(d.cluster.workDir, "epoch-history.html")); err == nil {
+			ledger.VisualizeEpochs(in, h)
+			h.Close()
+		}
+	}
+	return f.Close()
 }
 
 // runChaos draws (or reads) the plan, writes it to the work directory,
@@ -299,7 +424,7 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 		if err != nil {
 			return nil, err
 		}
-		var procs, isolate, oneWay []string
+		var procs, isolate, oneWay, links []string
 		for name := range d.chaosTargets() {
 			procs = append(procs, name)
 		}
@@ -310,6 +435,15 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 				if a != b {
 					oneWay = append(oneWay, a.name+">"+b.name)
 				}
+				if a.name < b.name {
+					links = append(links, a.name+"<>"+b.name)
+				}
+			}
+		}
+		var replicas []string
+		for _, p := range procs {
+			if strings.Contains(p, "/replica-of-") {
+				replicas = append(replicas, p)
 			}
 		}
 		plan = planChaos(c.Seed, c.Duration, kinds, func(kind string) []string {
@@ -318,6 +452,10 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 				return isolate
 			case FaultOneWay:
 				return oneWay
+			case FaultCorrupt:
+				return replicas
+			case FaultFlaky:
+				return links
 			}
 			return procs
 		})
@@ -328,10 +466,23 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 		return nil, err
 	}
 	d.progress.printf("chaos: %d faults over %v from seed %d; plan in %s", len(plan.Events), plan.Duration.Duration(), plan.Seed, path)
+	began := time.Now()
 	if err := d.playChaos(ctx, plan, d.chaosTargets()); err != nil {
 		return nil, err
 	}
-	sum := &ChaosSummary{Seed: plan.Seed, PlanFile: path, Faults: len(plan.Events), ByKind: map[string]int{}, Duration: plan.Duration}
+	sum := &ChaosSummary{Seed: plan.Seed, PlanFile: path, Faults: len(plan.Events), ByKind: map[string]int{}, Duration: plan.Duration,
+		began: began, healed: time.Now(), plan: plan}
+	if d.ctl != nil {
+		// The operator's fail-back: each group's master goes home (id 0,
+		// the broker of its own IDC) once that broker is in sync again,
+		// so every IDC's producers are local before the healthy window.
+		d.progress.setPhase("chaos healed: giving every group back to its home broker")
+		for _, i := range d.cluster.idcs {
+			if err := d.ctl.failBack(ctx, "broker-"+i.name, 0, failbackLimit); err != nil {
+				return nil, fmt.Errorf("after the chaos: %w", err)
+			}
+		}
+	}
 	for _, e := range plan.Events {
 		sum.ByKind[e.Kind]++
 	}

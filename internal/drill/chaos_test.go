@@ -24,6 +24,10 @@ func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 			return []string{"idc1", "idc2"}
 		case FaultOneWay:
 			return []string{"idc1>idc2", "idc2>idc1"}
+		case FaultFlaky:
+			return []string{"idc1<>idc2"}
+		case FaultCorrupt:
+			return []string{"idc1/replica-of-broker-idc2", "idc2/replica-of-broker-idc1"}
 		}
 		return []string{"idc1/broker", "idc1/namesrv", "idc2/broker", "idc2/consumer"}
 	}
@@ -41,10 +45,7 @@ func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 	end := map[string]Millis{}
 	kinds := map[string]int{}
 	for _, e := range a.Events {
-		key := e.Target
-		if networkFault(e.Kind) {
-			key = "network" // one cut at a time: a heal removes them all
-		}
+		key := faultLock(e.Kind, e.Target) // one cut at a time: a heal removes them all
 		if e.At < end[key] {
 			t.Fatalf("faults overlap on %s at %v", key, e.At)
 		}

@@ -7,6 +7,7 @@
 package drill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -279,9 +280,23 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 		IDCs: d.opts.IDCs, PhaseMillis: millis(d.opts.PhaseLength), StartedAt: start,
 		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, Check: &check, OK: true, Chaos: chaos,
 	}
+	if chaos != nil {
+		if err := d.finishChaos(chaos, sends, recvs, in); err != nil {
+			r.Problems = append(r.Problems, err.Error())
+		}
+		if d.opts.Replicas > 1 {
+			d.progress.setPhase("comparing every group's copies of the commit log")
+			r.Replicas = d.compareReplicas()
+			for _, g := range r.Replicas {
+				if g.DivergesAt >= 0 || g.Detail != "" {
+					r.Problems = append(r.Problems, fmt.Sprintf("replica divergence in %s: %s", g.Group, g.Detail))
+				}
+			}
+		}
+	}
 	if !check.OK() {
-		r.Problems = append(r.Problems, fmt.Sprintf("ledger check: %d lost, %d acknowledged by a fenced master, %d out of order",
-			check.Lost, check.FencedAcks, check.OrderViolations))
+		r.Problems = append(r.Problems, fmt.Sprintf("ledger check: %d lost, %d unexpected, %d acknowledged by a fenced master, %d out of order, epoch history %s",
+			check.Lost, check.Unexpected, check.FencedAcks, check.OrderViolations, cmp.Or(check.EpochHistory, "not checked")))
 	}
 	if totals.Lost > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d acknowledged messages lost", totals.Lost))

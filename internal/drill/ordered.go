@@ -39,8 +39,9 @@ type orderedWork struct {
 	mu    sync.Mutex
 	acks  []ledger.Ack
 	recvs []ledger.Consumption
-	errs  int
-	seq   atomic.Int64
+	// failed are the keys of sends that failed (they may be stored).
+	failed []string
+	seq    atomic.Int64
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -158,7 +159,7 @@ func (w *orderedWork) sendLoop(ctx context.Context, interval time.Duration) {
 		end := time.Now()
 		w.mu.Lock()
 		if err != nil || res.Status != client.SendOK {
-			w.errs++
+			w.failed = append(w.failed, key)
 		} else {
 			w.acks = append(w.acks, ackOf(key, orderKey, res, start, end))
 		}
@@ -173,10 +174,10 @@ func ackOf(key, orderKey string, res *client.SendResult, start, end time.Time) l
 }
 
 // snapshot copies the records.
-func (w *orderedWork) snapshot() ([]ledger.Ack, []ledger.Consumption, int) {
+func (w *orderedWork) snapshot() ([]ledger.Ack, []ledger.Consumption, []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]ledger.Ack(nil), w.acks...), append([]ledger.Consumption(nil), w.recvs...), w.errs
+	return append([]ledger.Ack(nil), w.acks...), append([]ledger.Consumption(nil), w.recvs...), append([]string(nil), w.failed...)
 }
 
 // unconsumed counts acknowledged messages not delivered yet.

@@ -108,7 +108,10 @@ type Report struct {
 	Check *ledger.Result `json:"check,omitempty"`
 	// Chaos summarises a chaos campaign's faults (nil for the scenarios);
 	// the S1 row then covers the healthy window after the heal.
-	Chaos    *ChaosSummary `json:"chaos,omitempty"`
+	Chaos *ChaosSummary `json:"chaos,omitempty"`
+	// Replicas compares each group's copies of the commit log after a
+	// chaos campaign (--replicas 2 or more), their brokers stopped.
+	Replicas []GroupCopies `json:"replicas,omitempty"`
 	OK       bool          `json:"ok"`
 	Problems []string      `json:"problems,omitempty"`
 }
@@ -169,13 +172,18 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(w, "the repeated delivery happened; docs/disaster-recovery.md explains every column")
 	r.writeControllerTable(w)
 	if c := r.Check; c != nil {
-		fmt.Fprintf(w, "\nledger check: %d acknowledged, %d consumed, %d lost, %d duplicates, %d acknowledged by a fenced master "+
-			"(%d not checkable), %d order keys with %d out-of-order deliveries\n",
-			c.Acked, c.Consumed, c.Lost, c.Duplicates, c.FencedAcks, c.Unchecked, c.OrderedKeys, c.OrderViolations)
-		for _, ex := range append(append(slices.Clone(c.LostExamples), c.FencedExamples...), c.OrderExamples...) {
+		fmt.Fprintf(w, "\nledger check: %d acknowledged, %d consumed, %d lost, %d unexpected (%d stored twice), %d duplicates %v, "+
+			"%d acknowledged by a fenced master (%d not checkable), %d order keys with %d out-of-order deliveries\n",
+			c.Acked, c.Consumed, c.Lost, c.Unexpected, c.StoredTwice, c.Duplicates, c.DuplicateCauses, c.FencedAcks, c.Unchecked,
+			c.OrderedKeys, c.OrderViolations)
+		if c.EpochHistory != "" {
+			fmt.Fprintf(w, "controller epoch history as a register: %s\n", c.EpochHistory)
+		}
+		for _, ex := range slices.Concat(c.LostExamples, c.UnexpectedExamples, c.FencedExamples, c.OrderExamples) {
 			fmt.Fprintf(w, "  %s\n", ex)
 		}
 	}
+	r.writeChaos(w)
 	t := r.Totals
 	fmt.Fprintf(w, "\ntotals: %d sent, %d acknowledged, %d send errors, %d consumed, %d lost, %d duplicates\n",
 		t.Sent, t.Acked, t.SendErrors, t.Consumed, t.Lost, t.Duplicates)
@@ -190,4 +198,30 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "result: FAILED: %s\n", strings.Join(r.Problems, "; "))
 	}
 	return nil
+}
+
+// writeChaos writes a campaign's faults, liveness, copies and timeline.
+func (r *Report) writeChaos(w io.Writer) {
+	c := r.Chaos
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nchaos: seed %d, %d faults %v over %s (plan: %s)\n", c.Seed, c.Faults, c.ByKind, c.Duration, c.PlanFile)
+	for _, o := range c.Outages {
+		fmt.Fprintf(w, "  %s producer: longest without an acknowledgement %s, from %s (faults then: %s)\n",
+			o.IDC, o.Longest, o.From, strings.Join(o.Faults, "; "))
+	}
+	fmt.Fprintf(w, "  backlog consumed %s after the heal\n", c.Drain)
+	for _, g := range r.Replicas {
+		state := "identical"
+		if g.DivergesAt >= 0 || g.Detail != "" {
+			state = "NOT identical: " + g.Detail
+		}
+		fmt.Fprintf(w, "  %s: %d copies, %d bytes compared, %s\n", g.Group, len(g.Copies), g.Compared, state)
+	}
+	if c.timelineText != "" {
+		fmt.Fprintln(w)
+		io.WriteString(w, c.timelineText)
+	}
+	fmt.Fprintf(w, "  picture: %s\n", c.Timeline)
 }

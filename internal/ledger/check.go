@@ -10,11 +10,15 @@ import (
 // Check proves the ledger's guarantees:
 //
 //   - every acknowledged message was consumed at least once;
+//   - nothing unexpected was consumed: no key that was never sent, no key
+//     stored at two positions (checkUnexpected);
 //   - no acknowledgement came from a fenced master: an acknowledgement at
 //     epoch E by the broker at Addr is valid only if the history has Addr
 //     as the group's master at E, and E is not older than the epoch in
 //     force when the send started (a master elected before the send began
 //     had already fenced every earlier one);
+//   - the epoch history and the acknowledgements' epochs are a
+//     linearizable register (checkEpochs);
 //   - for messages with an OrderKey, the first deliveries of a key's
 //     messages come in the order the sends were acknowledged (a key is
 //     sent by one producer, one send at a time). Redeliveries are allowed:
@@ -36,7 +40,9 @@ func Check(in Input) Result {
 				a.Key, a.Group, a.Addr, a.Queue, a.Offset, a.AckedAt.Format(time.RFC3339Nano)))
 		}
 	}
+	checkUnexpected(in, &r)
 	checkFencing(in, &r)
+	checkEpochs(in, &r)
 	checkOrder(in.Acks, first, &r)
 	checkQueueOrder(in.Acks, first, &r)
 	return r

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,4 +128,80 @@ func TestLedgerCheckBoundsExamples(t *testing.T) {
 	testutil.Equal(t, r.FencedAcks, 3*maxExamples, "fenced")
 	testutil.Equal(t, len(r.LostExamples), maxExamples, "lost examples bounded")
 	testutil.Equal(t, len(r.FencedExamples), maxExamples, "fenced examples bounded")
+}
+
+// A delivery of a key never sent, or of one key from two positions, is
+// unexpected; the same position delivered again is a duplicate only. A
+// failed send's key may be delivered (its answer was lost).
+func TestLedgerCheckFindsTheUnexpected(t *testing.T) {
+	pos := func(key string, queue int, offset int64, ms int) Consumption {
+		return Consumption{Key: key, Consumer: "c", Group: "g", Queue: queue, Offset: offset, At: at(ms)}
+	}
+	in := Input{
+		Acks:    []Ack{ack("m1", "A", 0, 0, 1), ack("m2", "A", 0, 0, 1)},
+		Unacked: []string{"m3"},
+		Consumptions: []Consumption{
+			pos("m1", 0, 10, 5), pos("m1", 0, 10, 6), // redelivered
+			pos("m2", 1, 20, 5),
+			pos("m3", 1, 21, 5), // a failed send that was stored: fine
+		},
+	}
+	r := Check(in)
+	testutil.Equal(t, r.Unexpected, 0, "unexpected in a correct run")
+	testutil.Equal(t, r.Duplicates, 1, "duplicates")
+	testutil.Equal(t, r.DuplicateCauses["redelivered"], 1, "redelivered")
+	testutil.True(t, r.OK(), r)
+
+	// A copy in another group: a retry's, a duplicate only.
+	other := pos("m1", 0, 3, 7)
+	other.Group = "h"
+	in.Consumptions = append(in.Consumptions, other)
+	r = Check(in)
+	testutil.Equal(t, r.Unexpected, 0, "a copy in another group")
+	testutil.Equal(t, r.DuplicateCauses["resent to another group"], 1, "resent")
+	testutil.Equal(t, r.StoredTwice, 1, "keys stored twice")
+	testutil.True(t, r.OK(), r)
+
+	in.Consumptions = append(in.Consumptions, pos("ghost", 0, 11, 7), pos("m2", 2, 5, 8), pos("m2", 2, 5, 9))
+	r = Check(in)
+	testutil.Equal(t, r.Unexpected, 2, "a ghost and a second position in one group")
+	testutil.Equal(t, r.StoredTwice, 2, "keys stored twice")
+	testutil.Equal(t, r.DuplicateCauses["stored twice in one group"], 1, "stored twice in one group")
+	testutil.Equal(t, r.DuplicateCauses["redelivered"], 2, "the second copy redelivered too")
+	testutil.True(t, !r.OK(), "unexpected deliveries fail the check")
+	testutil.Equal(t, len(r.UnexpectedExamples), 2, fmt.Sprint(r.UnexpectedExamples))
+}
+
+// The epoch history and the acknowledgements' epochs read as a register:
+// a correct failover is linearizable; a late answer of a fenced master, or
+// an answer at an epoch its broker was never elected to, is not.
+func TestLedgerEpochHistoryIsALinearizableRegister(t *testing.T) {
+	correct := Input{History: history(), Acks: []Ack{
+		ack("m1", "A", 1, 100, 110),
+		ack("m2", "A", 1, 900, 1200), // in flight across B's election
+		ack("m3", "B", 2, 1500, 1510),
+		ack("m4", "A", 3, 6000, 6010),
+	}}
+	for _, a := range correct.Acks {
+		correct.Consumptions = append(correct.Consumptions, got(a.Key, 7000))
+	}
+	r := Check(correct)
+	testutil.Equal(t, r.EpochHistory, EpochsLinearizable, "a correct failover")
+	testutil.True(t, r.OK(), r)
+
+	for name, late := range map[string]Ack{
+		"a fenced master's late answer":   ack("m5", "A", 1, 1100, 1110),
+		"a master never elected":          ack("m6", "C", 2, 2000, 2010),
+		"the epoch before a fail-back, B": ack("m7", "B", 2, 5500, 5600),
+	} {
+		in := correct
+		in.Acks = append(append([]Ack(nil), correct.Acks...), late)
+		in.Consumptions = append(append([]Consumption(nil), correct.Consumptions...), got(late.Key, 7000))
+		r := Check(in)
+		testutil.Equal(t, r.EpochHistory, EpochsNotLinearizable, name)
+		testutil.True(t, !r.OK(), name)
+	}
+	var page strings.Builder
+	testutil.NoError(t, VisualizeEpochs(correct, &page))
+	testutil.True(t, strings.Contains(page.String(), "<html"), "the picture is an HTML page")
 }

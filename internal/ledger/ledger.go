@@ -61,7 +61,12 @@ type Epoch struct {
 
 // Input is what Check reads.
 type Input struct {
-	Acks         []Ack
+	Acks []Ack
+	// Unacked are the keys of sends that failed or were never answered:
+	// they may have been stored (the answer was lost), so a delivery of
+	// one is not unexpected. A delivered key that is neither acknowledged
+	// nor here was never sent.
+	Unacked      []string
 	Consumptions []Consumption
 	// History is the controller's epoch history of every group (any
 	// order). A group without history is not checked for fencing.
@@ -83,14 +88,31 @@ type Result struct {
 	Consumed int `json:"consumed"`
 	// Lost: acknowledged, never consumed.
 	Lost int `json:"lost"`
-	// Duplicates: deliveries beyond a message's first.
-	Duplicates int `json:"duplicates"`
+	// Duplicates: deliveries beyond a message's first, and DuplicateCauses
+	// the same split by cause: "redelivered" (the same stored message
+	// delivered again: a consumer restarted, a queue changed hands, an
+	// offset commit was lost), "resent to another group" (an attempt went
+	// unanswered and the producer's retry stored a second copy in another
+	// group) or "stored twice in one group" (also unexpected).
+	Duplicates      int            `json:"duplicates"`
+	DuplicateCauses map[string]int `json:"duplicateCauses,omitempty"`
+	// Unexpected: deliveries of a key that was never sent, or of a key at
+	// a second position (queue, offset) of one group — one value at two
+	// offsets of one log. StoredTwice counts the keys stored at two
+	// positions, in one group or two.
+	Unexpected         int      `json:"unexpected"`
+	StoredTwice        int      `json:"storedTwice"`
+	UnexpectedExamples []string `json:"unexpectedExamples,omitempty"`
 	// FencedAcks: acknowledgements no master could validly give (see
 	// Check).
 	FencedAcks int `json:"fencedAcks"`
 	// Unchecked: acknowledgements without an epoch or whose group has no
 	// history; they were not checked for fencing.
 	Unchecked int `json:"unchecked"`
+	// EpochHistory is the verdict on the controller's epoch history read
+	// as a linearizable register (EpochsLinearizable, …; empty without a
+	// history), see epochs.go.
+	EpochHistory string `json:"epochHistory,omitempty"`
 	// OrderedKeys is how many order keys were checked; OrderViolations how
 	// many messages were consumed out of their key's order.
 	OrderedKeys     int `json:"orderedKeys"`
@@ -101,11 +123,13 @@ type Result struct {
 	OrderExamples  []string `json:"orderExamples,omitempty"`
 }
 
-// OK reports whether nothing was lost, no fenced master acknowledged and
-// every ordered key kept its order. Duplicates are allowed (delivery is at
-// least once).
+// OK reports whether nothing was lost or unexpected, no fenced master
+// acknowledged, the epoch history is not shown non-linearizable and every
+// ordered key kept its order. Duplicates of one
+// stored message are allowed (delivery is at least once).
 func (r *Result) OK() bool {
-	return r.Lost == 0 && r.FencedAcks == 0 && r.OrderViolations == 0
+	return r.Lost == 0 && r.Unexpected == 0 && r.FencedAcks == 0 && r.OrderViolations == 0 &&
+		r.EpochHistory != EpochsNotLinearizable
 }
 
 func addExample(list *[]string, s string) {

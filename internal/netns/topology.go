@@ -87,6 +87,8 @@ type Topology struct {
 	created []string      // namespaces made so far, for Close
 	cuts    map[Pair]bool // directed: A→B dropped; caller holds mu
 	delay   *delayLine    // the user-space shaper, if any
+	// degraded holds the links Degrade changed (degrade.go).
+	degraded degradedState
 	// serviceCuts maps each service cut to its filter preference.
 	serviceCuts           map[serviceCut]int
 	nextServicePreference int
@@ -190,8 +192,16 @@ func (t *Topology) Names() []string {
 // Addr returns IDC n's address, 198.18.n.1.
 func Addr(n int) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, byte(n), 1}) }
 
-// link returns the shaping of the direction from → to.
+// link returns the shaping of the direction from → to now.
 func (t *Topology) link(from, to int) Link {
+	if l, ok := t.degradedLink(from, to); ok {
+		return l
+	}
+	return t.builtLink(from, to)
+}
+
+// builtLink returns the shaping of the direction from → to as configured.
+func (t *Topology) builtLink(from, to int) Link {
 	if l, ok := t.cfg.Links[Pair{from, to}]; ok {
 		return l
 	}

@@ -357,3 +357,22 @@ func TestNetnsCutService(t *testing.T) {
 		t.Fatal("cutting a service from its own IDC succeeded")
 	}
 }
+
+// A degraded link carries its new shaping until Restore: every round trip
+// over a link degraded by 40 ms each way takes at least 80 ms (a packet
+// cannot arrive before its delay), and after Restore the link is as built.
+func TestNetnsDegradeAndRestore(t *testing.T) {
+	topo := newTopology(t, netns.Config{IDCs: 2, Default: netns.Link{Delay: time.Millisecond}})
+	addr := echoServer(t, topo, 1)
+	requireReach(t, topo, 2, addr)
+	ctx := context.Background()
+	slow := netns.Link{Delay: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, LossPercent: 1}
+	testutil.NoError(t, topo.Degrade(ctx, 1, 2, slow), "degrade 1→2")
+	testutil.NoError(t, topo.Degrade(ctx, 2, 1, slow), "degrade 2→1")
+	rtts := roundTrips(t, topo, 2, addr, 5)
+	testutil.True(t, rtts[0] >= 70*time.Millisecond, "degraded round trips take the added delay", rtts)
+	testutil.NoError(t, topo.Restore(ctx), "restore")
+	rtts = roundTrips(t, topo, 2, addr, 5)
+	testutil.True(t, rtts[0] < 70*time.Millisecond, "restored", rtts)
+	testutil.True(t, topo.Degrade(ctx, 1, 5, slow) != nil, "an IDC the topology does not have is refused")
+}

@@ -31,6 +31,13 @@ type SendMessageRequestHeader struct {
 	Batch                 bool   // optional
 	MaxReconsumeTimes     int32  // optional: see HasMaxReconsumeTimes
 	BrokerName            string // optional ("bname"; absent from rocketmq-client-go v2.1.2)
+	// Retry ("zmqRetry", zonemq's own, written only when true) marks an
+	// attempt of a send that already failed once, possibly after the
+	// broker stored it (the answer was lost, the replicas were slow): the
+	// broker answers with the stored copy of the same UNIQ_KEY, if it has
+	// one, instead of storing a second (docs/protocol.md). Stock clients
+	// never send it.
+	Retry bool
 
 	// maxReconsumeTimesAbsent records a request without maxReconsumeTimes
 	// (Java clients leave it out unless they send to a retry topic;
@@ -58,6 +65,9 @@ func (h *SendMessageRequestHeader) Ext() map[string]string {
 		Bool("unitMode", h.UnitMode).Bool("batch", h.Batch).OptStr("bname", h.BrokerName)
 	if h.HasMaxReconsumeTimes() {
 		w.Int("maxReconsumeTimes", int64(h.MaxReconsumeTimes))
+	}
+	if h.Retry {
+		w.Bool(ExtSendRetry, true)
 	}
 	return w
 }
@@ -99,8 +109,10 @@ func (s *sendSlots) fill(raw string, short bool) {
 		raw = rest
 		i := -1
 		if short {
-			if len(k) == 1 && k[0] >= 'a' && int(k[0]-'a') < len(sendV2Keys) {
+			if len(k) == 1 && k[0] >= 'a' && int(k[0]-'a') < len(sendV2Keys)-1 {
 				i = int(k[0] - 'a')
+			} else if k == ExtSendRetry {
+				i = len(sendV2Keys) - 1
 			}
 		} else {
 			i = sendSlot(k)
@@ -153,6 +165,8 @@ func sendSlot(long string) int {
 		return 12
 	case "bname":
 		return 13
+	case ExtSendRetry:
+		return 14
 	}
 	return -1
 }
@@ -178,6 +192,7 @@ func (h *SendMessageRequestHeader) setExt(r *ExtReader) error {
 	h.maxReconsumeTimesAbsent = !present
 	h.MaxReconsumeTimes = r.OptInt32("maxReconsumeTimes", 0)
 	h.BrokerName = r.OptString("bname")
+	h.Retry = r.OptBool(ExtSendRetry, false)
 	return r.Err()
 }
 
@@ -186,7 +201,11 @@ var sendV2Keys = [...][2]string{
 	{"a", "producerGroup"}, {"b", "topic"}, {"c", "defaultTopic"}, {"d", "defaultTopicQueueNums"},
 	{"e", "queueId"}, {"f", "sysFlag"}, {"g", "bornTimestamp"}, {"h", "flag"}, {"i", "properties"},
 	{"j", "reconsumeTimes"}, {"k", "unitMode"}, {"l", "maxReconsumeTimes"}, {"m", "batch"}, {"n", "bname"},
+	{ExtSendRetry, ExtSendRetry}, // zonemq's own, the same key in both forms
 }
+
+// ExtSendRetry is the send request field of SendMessageRequestHeader.Retry.
+const ExtSendRetry = "zmqRetry"
 
 // sendV2ShortKey maps each long key to its short one, for reading V2
 // headers without building a second map per request.

@@ -39,6 +39,9 @@ func (h *SendMessageRequestHeader) encodeExt(e *remoting.ExtEncoder, short bool)
 	}
 	e.Bool(key(12), h.Batch)
 	e.OptStr(key(13), h.BrokerName)
+	if h.Retry {
+		e.Bool(ExtSendRetry, true)
+	}
 }
 
 // EncodeExt writes the header as Ext does.

@@ -101,6 +101,17 @@ func (s *Store) FlushedOffset() int64 { return s.cl.flushedPos.Load() }
 // above FlushedOffset then never become durable in this run.
 func (s *Store) FlushFailure() error { return s.cl.flush.failure() }
 
+// WaitFlushed waits until the commit log is durable up to end (in sync
+// flush mode; in async mode it returns at once), at most timeout. It
+// reports whether it is: a record stored by an earlier put that is still
+// waiting for its fsync is acknowledged only once this returns true.
+func (s *Store) WaitFlushed(ctx context.Context, end int64, timeout time.Duration) bool {
+	if s.opts.Flush != FlushSync {
+		return true
+	}
+	return s.cl.waitFlushed(ctx, end, timeout)
+}
+
 // requestFlush wakes the flusher without blocking.
 func (cl *commitLog) requestFlush() {
 	select {

@@ -64,6 +64,18 @@ func (s *Store) recover(unclean bool) error {
 	if err != nil {
 		return err
 	}
+	if unclean && len(segs) > 0 {
+		// After a crash the whole segment being written is verified, not
+		// only what follows the checkpoint: damage to records written just
+		// before it (a torn or garbled write the disk reported done) is
+		// found here rather than by the first read. Bounded by one segment,
+		// whatever the store's size.
+		g := segs[len(segs)-1]
+		if i := r.locate(start); i >= 0 {
+			g = segs[i]
+		}
+		start = min(start, g.start)
+	}
 	if unclean {
 		s.log.Warn("the previous run did not shut down cleanly (abort file present); verifying the commit log",
 			"from", start, "checkpoint", r.cpPos)

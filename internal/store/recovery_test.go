@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -377,4 +378,34 @@ func TestStoreCheckpointLightAndFull(t *testing.T) {
 	cp = read()
 	testutil.Equal(t, cp.ConsumeQueues["Quiet"][0], int64(1))
 	testutil.Equal(t, cp.CommitLogFlushed, s.CommitLogMaxOffset())
+}
+
+// After a crash the segment being written is verified from its start, not
+// only past the checkpoint: a record the checkpoint already counted as
+// durable that was damaged on disk is found at Open (ErrCorrupt: valid
+// records follow it), not by the first read that needs it.
+func TestStoreRecoveryUncleanVerifiesTheWholeLastSegment(t *testing.T) {
+	o, _ := testOptions(t)
+	s := openStore(t, o)
+	fillStore(t, s, 60)
+	testutil.NoError(t, s.cl.flushCommitLog(), "flush")
+	flushDerived(t, s)
+	checkpointNow(t, s)
+	testutil.Equal(t, s.FlushedOffset(), s.CommitLogMaxOffset(), "the checkpoint covers the whole log")
+	s.abandon()
+	seg := segmentFiles(t, o.Dir)
+	last := seg[len(seg)-1]
+	// Flip a body byte of the first record, far below the checkpoint.
+	f, err := os.OpenFile(last, os.O_RDWR, 0)
+	testutil.NoError(t, err)
+	var b [1]byte
+	_, err = f.ReadAt(b[:], 120)
+	testutil.NoError(t, err)
+	b[0] ^= 0x10
+	_, err = f.WriteAt(b[:], 120)
+	testutil.NoError(t, err)
+	testutil.NoError(t, f.Close())
+
+	_, err = Open(o)
+	testutil.True(t, errors.Is(err, ErrCorrupt), "the damaged record below the checkpoint is found", err)
 }

@@ -1,0 +1,70 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/store"
+)
+
+// Idempotent retries. A send whose attempt went unanswered — the answer
+// was lost, the master was paused, its replicas were slow to confirm — may
+// have been stored anyway, and the SDK sends it again with the same
+// UNIQ_KEY and the header's Retry flag. When the retry reaches the same
+// group, the master looks the UNIQ_KEY up in its key index (every copy of
+// the group has it, so a new master does too) and, if the topic holds a
+// record with it from the last retryLookback, answers with that record —
+// once it is as durable and replicated as a new one would be — instead of
+// storing a second copy. The chaos campaign found the second copies
+// (docs/disaster-recovery.md). A retry to another group cannot know and
+// stores a copy there: at-least-once, with the same message id.
+
+// retryLookback bounds how far back a retry's first copy is looked for:
+// far beyond any send timeout, and it keeps the lookup to the newest
+// segment's key index.
+const retryLookback = 5 * time.Minute
+
+// storedRetry answers a retried single send with its stored copy, or
+// returns nil when there is none (the send is stored as usual).
+func (s *Server) storedRetry(ctx context.Context, req *remoting.Command, h *protocol.SendMessageRequestHeader, m *protocol.MessageExt) *remoting.Command {
+	uniq, _ := protocol.Property(m.Properties, protocol.PropertyUniqClientMessageID)
+	if uniq == "" {
+		return nil
+	}
+	if err := s.repl.checkWritable(); err != nil {
+		return s.putErrorResponse(req, h.Topic, err)
+	}
+	found, err := s.store.QueryByKey(h.Topic, uniq, 4, time.Now().Add(-retryLookback).UnixMilli(), 0)
+	if err != nil {
+		return nil
+	}
+	var prev *protocol.MessageExt
+	for _, f := range found {
+		if k, _ := protocol.Property(f.Properties, protocol.PropertyUniqClientMessageID); k == uniq {
+			prev = f
+		}
+	}
+	if prev == nil {
+		return nil
+	}
+	end := prev.CommitLogOffset + int64(prev.StoreSize)
+	if !s.store.WaitFlushed(ctx, end, s.opts.ReplicaAckTimeout) {
+		return errorf(req, protocol.SystemError, "broker %s holds this message from an earlier attempt but could not make it durable in time",
+			s.opts.BrokerName)
+	}
+	if err := s.repl.waitReplicas(ctx, end); err != nil {
+		return s.putErrorResponse(req, h.Topic, err)
+	}
+	s.retriesAnswered.Add(1)
+	s.logger.Info("a retried send was stored by an earlier attempt: answered with that copy", "topic", h.Topic, "uniqKey", uniq,
+		"queue", prev.QueueID, "queueOffset", prev.QueueOffset)
+	res := store.PutResult{QueueOffset: prev.QueueOffset, CommitLogOffset: prev.CommitLogOffset, End: end,
+		StoreTimestamp: prev.StoreTimestamp, Count: 1}
+	host := prev.StoreHost
+	if !host.IsValid() {
+		host = s.storeHost
+	}
+	return s.sendResponse(req, res, protocol.OffsetMessageID(host, prev.CommitLogOffset), prev.QueueID, uniq)
+}

@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// A send marked as a retry whose UNIQ_KEY the topic already holds is
+// answered with the stored copy (same queue and offset) and stores
+// nothing; a retry the broker has no copy of, and any send without the
+// mark, is stored as usual. Both header forms carry the mark.
+func TestBrokerRetriedSendAnsweredWithTheStoredCopy(t *testing.T) {
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a"))
+	c := newRawClient(t)
+	const topic = "RetryTopic"
+	createTopic(t, c, s.Addr(), topic, 4)
+
+	send := func(uniq string, queue int32, retry, v2 bool) protocol.SendMessageResponseHeader {
+		t.Helper()
+		h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: topic, DefaultTopic: protocol.AutoCreateTopicKey,
+			DefaultTopicQueueNums: 4, QueueID: queue, BornTimestamp: time.Now().UnixMilli(), Retry: retry,
+			Properties: protocol.EncodeProperties(map[string]string{protocol.PropertyUniqClientMessageID: uniq})}
+		code, ext := protocol.SendMessage, h.Ext()
+		if v2 {
+			code, ext = protocol.SendMessageV2, (&protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: h}).Ext()
+		}
+		resp := invoke(t, c, s.Addr(), code, ext, []byte("body of "+uniq))
+		expectCode(t, resp, protocol.Success, "send "+uniq)
+		var rh protocol.SendMessageResponseHeader
+		testutil.NoError(t, rh.SetExt(resp.ExtFields), "send response")
+		return rh
+	}
+	first := send("U1", 1, false, false)
+	testutil.Equal(t, first.QueueID, int32(1), "first copy's queue")
+
+	for _, v2 := range []bool{false, true} {
+		again := send("U1", 2, true, v2) // a retry may pick another queue
+		testutil.Equal(t, again.QueueID, first.QueueID, "retry answered with the first copy's queue (v2 %v)", v2)
+		testutil.Equal(t, again.QueueOffset, first.QueueOffset, "and offset")
+		testutil.Equal(t, again.MsgID, first.MsgID, "and message id")
+	}
+	// As the SDK sends it: a typed V2 header written straight into the frame.
+	h := protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: protocol.SendMessageRequestHeader{ProducerGroup: "pg",
+		Topic: topic, DefaultTopic: protocol.AutoCreateTopicKey, DefaultTopicQueueNums: 4, QueueID: 2, Retry: true,
+		Properties: protocol.EncodeProperties(map[string]string{protocol.PropertyUniqClientMessageID: "U1"})}}
+	req := remoting.NewRequest(int32(protocol.SendMessageV2), nil, []byte("body of U1"))
+	req.Header = &h
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Invoke(ctx, s.Addr(), req)
+	testutil.NoError(t, err, "typed retry")
+	expectCode(t, resp, protocol.Success, "typed retry")
+	testutil.Equal(t, resp.Ext("queueId"), "1", "typed retry answered with the first copy")
+
+	testutil.Equal(t, s.store.MaxOffset(topic, 2), int64(0), "the retries stored nothing")
+	testutil.Equal(t, s.retriesAnswered.Load(), int64(3), "retries answered from the store")
+
+	fresh := send("U2", 2, true, true)
+	testutil.Equal(t, fresh.QueueID, int32(2), "a retry with no earlier copy is stored")
+	testutil.Equal(t, s.store.MaxOffset(topic, 2), int64(1), "stored")
+
+	send("U1", 3, false, false) // unmarked: stored again, as any stock client's send
+	testutil.Equal(t, s.store.MaxOffset(topic, 3), int64(1), "an unmarked send is stored")
+}
+
+// The mark survives the frame codecs: what a header writes, it reads.
+func TestSendHeaderRetryMarkRoundTrips(t *testing.T) {
+	h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: "T", QueueID: 1, Retry: true}
+	for _, v2 := range []bool{false, true} {
+		req := remoting.NewRequest(int32(protocol.SendMessage), h.Ext(), nil)
+		var got protocol.SendMessageRequestHeader
+		if v2 {
+			hv := protocol.SendMessageRequestHeaderV2{SendMessageRequestHeader: h}
+			req = remoting.NewRequest(int32(protocol.SendMessageV2), hv.Ext(), nil)
+			var gv protocol.SendMessageRequestHeaderV2
+			testutil.NoError(t, gv.ReadCommand(req))
+			got = gv.SendMessageRequestHeader
+		} else {
+			testutil.NoError(t, got.ReadCommand(req))
+		}
+		testutil.True(t, got.Retry, "retry mark read back (v2 %v)", v2)
+	}
+}

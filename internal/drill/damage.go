@@ -1,0 +1,88 @@
+package drill
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// The corrupt fault's damage: what a crash that garbled or lost the last
+// writes leaves on a replica's disk. The broker, stopped by SIGKILL,
+// verifies its newest segment when it starts again: a cut is a torn tail it
+// truncates and fetches again; a flipped bit is a damaged record, and a
+// replica moves its data aside and copies the group's log again
+// (broker/reseed.go). A broker that is its group's master when the fault
+// comes (the controller moved the role) is killed and restarted undamaged:
+// its log may hold what no other copy has, and damaging it is a different
+// fault (a master's disk lost), which the controller's election covers.
+
+// damageSpan is how much of the newest segment the damage lands in.
+const damageSpan = 64 << 10
+
+// damageLog applies e's damage to the broker data directory dir and says
+// what it did.
+func damageLog(dir string, e ChaosEvent) (string, error) {
+	if master, err := isMasterDir(dir); err != nil || master {
+		if err != nil {
+			return "", err
+		}
+		return "master now: killed and restarted, not damaged", nil
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "commitlog", "*"))
+	if err != nil || len(segs) == 0 {
+		return "no commit log yet: not damaged", err
+	}
+	slices.Sort(segs)
+	path := segs[len(segs)-1]
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	size := st.Size()
+	if size == 0 {
+		return "empty segment: not damaged", nil
+	}
+	span := min(size, damageSpan)
+	pos := size - span + int64(e.DamageAt*float64(span-1))
+	if e.Damage == "truncate" {
+		if err := os.Truncate(path, pos); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("cut %s from %d to %d bytes", filepath.Base(path), size, pos), nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], pos); err != nil {
+		return "", err
+	}
+	bit := byte(1) << (pos % 8)
+	b[0] ^= bit
+	if _, err := f.WriteAt(b[:], pos); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("flipped bit %d of byte %d of %s (%d bytes)", pos%8, pos, filepath.Base(path), size), f.Close()
+}
+
+// isMasterDir reads a broker data directory's replication state.
+func isMasterDir(dir string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "config", "replication.json"))
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var st struct {
+		Master bool `json:"master"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return false, fmt.Errorf("%s: %w", dir, err)
+	}
+	return st.Master, nil
+}

@@ -1,0 +1,50 @@
+package drill
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// The corrupt fault damages a replica's newest segment where its plan says
+// — a bit flipped or the file cut short, in its last damageSpan bytes —
+// and leaves a master's data alone.
+func TestChaosDamageLandsInTheNewestSegment(t *testing.T) {
+	dir := t.TempDir()
+	testutil.NoError(t, os.MkdirAll(filepath.Join(dir, "commitlog"), 0o755))
+	testutil.NoError(t, os.MkdirAll(filepath.Join(dir, "config"), 0o755))
+	old := filepath.Join(dir, "commitlog", "00000000000000000000")
+	newest := filepath.Join(dir, "commitlog", "00000000000001048576")
+	data := make([]byte, 200<<10)
+	testutil.NoError(t, os.WriteFile(old, data, 0o644))
+	testutil.NoError(t, os.WriteFile(newest, data, 0o644))
+
+	what, err := damageLog(dir, ChaosEvent{Kind: FaultCorrupt, Damage: "flip", DamageAt: 0.5})
+	testutil.NoError(t, err)
+	got, _ := os.ReadFile(newest)
+	flipped := -1
+	for i, b := range got {
+		if b != 0 {
+			testutil.Equal(t, flipped, -1, "one byte changed")
+			flipped = i
+		}
+	}
+	testutil.True(t, flipped >= len(data)-damageSpan, "the flip lands in the newest bytes", flipped, what)
+	unchanged, _ := os.ReadFile(old)
+	testutil.Equal(t, string(unchanged), string(data), "older segments untouched")
+
+	_, err = damageLog(dir, ChaosEvent{Kind: FaultCorrupt, Damage: "truncate", DamageAt: 0})
+	testutil.NoError(t, err)
+	st, _ := os.Stat(newest)
+	testutil.Equal(t, st.Size(), int64(len(data)-damageSpan), "cut to the start of the span")
+
+	testutil.NoError(t, os.WriteFile(filepath.Join(dir, "config", "replication.json"), []byte(`{"master": true}`), 0o644))
+	what, err = damageLog(dir, ChaosEvent{Kind: FaultCorrupt, Damage: "truncate", DamageAt: 0})
+	testutil.NoError(t, err)
+	testutil.True(t, strings.Contains(what, "not damaged"), what)
+	st, _ = os.Stat(newest)
+	testutil.Equal(t, st.Size(), int64(len(data)-damageSpan), "a master's log is left alone")
+}
