@@ -68,6 +68,8 @@ var allowedImports = map[string][]string{
 	// signing, standard library only, so servers and the SDK share it.
 	"internal/acl":      {"internal/remoting", "internal/protocol", "internal/member"},
 	"internal/testutil": {},
+	// The drill's power-loss disks (FUSE); standard library and go-fuse.
+	"internal/powerfs": {},
 	// The SQL92 property-filter compiler. A leaf: the broker evaluates
 	// filters on pull, the SDK checks them at Subscribe.
 	"internal/filter": {},
@@ -77,7 +79,7 @@ var allowedImports = map[string][]string{
 	// places processes and sockets in an IDC's network namespace).
 	// In controller mode it reads and drives the controller as the
 	// operator's admin tool does (internal/controller's client).
-	"internal/drill": {"client", "client/admin", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller", "internal/member", "internal/store"},
+	"internal/drill": {"client", "client/admin", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller", "internal/member", "internal/store", "internal/powerfs"},
 	// The drill's checker (issue 10): a leaf over plain records, reusable
 	// by any test that keeps a ledger of acknowledgements and deliveries.
 	"internal/ledger": {},
@@ -129,7 +131,9 @@ var allowedThirdParty = map[string][]string{
 	"internal/metrics": {prometheusClient},
 	// Porcupine checks the controller's epoch history as a linearizable
 	// register (issue 23; docs/deps.md).
-	"internal/ledger":      {"github.com/anishathalye/porcupine"},
+	"internal/ledger": {"github.com/anishathalye/porcupine"},
+	// go-fuse serves the drill's power-loss disks (issue 23; docs/deps.md).
+	"internal/powerfs":     {"github.com/hanwen/go-fuse/v2"},
 	"internal/broker":      {prometheusClient},
 	"internal/namesrv":     {prometheusClient},
 	"internal/addrsrv":     {prometheusClient},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -38,6 +39,9 @@ type ClientOptions struct {
 	// ClusterSecret, when set, adds the member MAC that heartbeats and
 	// elections need from a controller with a cluster secret.
 	ClusterSecret *member.Secret
+	// Dial, when set, opens the connections (e.g. from inside a network
+	// namespace); TLS, if set, runs over it.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // NewClient returns a client of the voters at addrs (request addresses).
@@ -46,9 +50,9 @@ func NewClient(addrs []string) *Client { return NewClientWithOptions(addrs, Clie
 // NewClientWithOptions returns a client of the voters at addrs that signs
 // its requests and uses TLS as opts say.
 func NewClientWithOptions(addrs []string, opts ClientOptions) *Client {
-	var ro remoting.ClientOptions
+	ro := remoting.ClientOptions{Dial: opts.Dial}
 	if opts.TLS != nil {
-		ro.Dial = remoting.TLSDialer(opts.TLS, nil)
+		ro.Dial = remoting.TLSDialer(opts.TLS, opts.Dial)
 	}
 	return &Client{rc: remoting.NewClient(ro), addrs: addrs, opts: opts}
 }

@@ -43,7 +43,7 @@ const (
 )
 
 // AllFaults are the kinds the nemesis knows; network kinds need --netns.
-var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultIsolate, FaultOneWay, FaultFlaky}
+var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultPower, FaultIsolate, FaultOneWay, FaultFlaky}
 
 // networkFault reports whether kind acts on the network (--netns only).
 func networkFault(kind string) bool {
@@ -131,11 +131,22 @@ func planChaos(seed uint64, duration time.Duration, kinds []string, targets func
 			continue
 		}
 		target := ts[rng.IntN(len(ts))]
-		busy := faultLock(kind, target)
-		if busyUntil[busy] > at {
+		busy := []string{faultLock(kind, target)}
+		if kind == FaultPower {
+			// The whole IDC: every process in it.
+			busy = nil
+			for _, p := range targets(FaultKill) {
+				if strings.HasPrefix(p, target+"/") {
+					busy = append(busy, p)
+				}
+			}
+		}
+		if len(busy) == 0 || slices.ContainsFunc(busy, func(b string) bool { return busyUntil[b] > at }) {
 			continue
 		}
-		busyUntil[busy] = at + hold
+		for _, b := range busy {
+			busyUntil[b] = at + hold
+		}
 		e := ChaosEvent{At: millis(at), Hold: millis(hold), Kind: kind, Target: target}
 		switch kind {
 		case FaultCorrupt:
@@ -210,7 +221,7 @@ func (d *drill) playChaos(ctx context.Context, plan ChaosPlan, targets map[strin
 	}
 	for _, e := range plan.Events {
 		p, ok := targets[e.Target]
-		if !ok && !networkFault(e.Kind) {
+		if !ok && !networkFault(e.Kind) && e.Kind != FaultPower {
 			return fmt.Errorf("drill: chaos plan names %s, which this cluster does not have", e.Target)
 		}
 		if networkFault(e.Kind) && (d.network == nil || d.network.topo == nil) {
@@ -220,12 +231,22 @@ func (d *drill) playChaos(ctx context.Context, plan ChaosPlan, targets map[strin
 			break
 		}
 		d.progress.setPhase(fmt.Sprintf("chaos %s: %s %s for %v", e.At.Duration().Round(time.Second), e.Kind, e.Target, e.Hold.Duration()))
-		mu := lockOf(e)
+		mus := []*sync.Mutex{lockOf(e)}
+		if e.Kind == FaultPower {
+			// Every process of the IDC, in name order (no two power
+			// faults can then wait on each other).
+			mus = nil
+			for _, name := range idcProcesses(targets, e.Target) {
+				mus = append(mus, lockOf(ChaosEvent{Target: name}))
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mu.Lock()
-			defer mu.Unlock()
+			for _, mu := range mus {
+				mu.Lock()
+				defer mu.Unlock()
+			}
 			if err := d.fault(ctx, p, e); err != nil {
 				errs <- fmt.Errorf("chaos %s %s: %w", e.Kind, e.Target, err)
 			}
@@ -284,6 +305,11 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 			return err
 		}
 		undo = p.start
+	case FaultPower:
+		var err error
+		if undo, err = d.powerOff(e); err != nil {
+			return err
+		}
 	case FaultCorrupt:
 		if err := p.kill(); err != nil {
 			return err
@@ -317,11 +343,12 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 }
 
 // chaosKinds checks --faults; without a network of namespaces the network
-// kinds are left out (by default) or refused (when asked for).
-func chaosKinds(faults []string, netns bool) ([]string, error) {
+// kinds are left out (by default) or refused (when asked for), and so is
+// power without its FUSE disks.
+func chaosKinds(faults []string, netns, power bool) ([]string, error) {
 	if len(faults) == 0 {
 		for _, f := range AllFaults {
-			if netns || !networkFault(f) {
+			if (netns || !networkFault(f)) && (power || f != FaultPower) {
 				faults = append(faults, f)
 			}
 		}
@@ -333,6 +360,9 @@ func chaosKinds(faults []string, netns bool) ([]string, error) {
 		}
 		if networkFault(f) && !netns {
 			return nil, fmt.Errorf("drill: fault %q needs --netns", f)
+		}
+		if f == FaultPower && !power {
+			return nil, fmt.Errorf("drill: fault %q needs FUSE (Linux, /dev/fuse, root)", f)
 		}
 	}
 	return faults, nil
@@ -420,7 +450,7 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 			return nil, err
 		}
 	} else {
-		kinds, err := chaosKinds(c.Faults, d.network != nil && d.network.topo != nil)
+		kinds, err := chaosKinds(c.Faults, d.network != nil && d.network.topo != nil, d.power != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -448,7 +478,7 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 		}
 		plan = planChaos(c.Seed, c.Duration, kinds, func(kind string) []string {
 			switch kind {
-			case FaultIsolate:
+			case FaultIsolate, FaultPower:
 				return isolate
 			case FaultOneWay:
 				return oneWay

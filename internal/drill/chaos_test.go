@@ -20,7 +20,7 @@ import (
 func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 	targets := func(kind string) []string {
 		switch kind {
-		case FaultIsolate:
+		case FaultIsolate, FaultPower:
 			return []string{"idc1", "idc2"}
 		case FaultOneWay:
 			return []string{"idc1>idc2", "idc2>idc1"}
@@ -45,11 +45,19 @@ func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 	end := map[string]Millis{}
 	kinds := map[string]int{}
 	for _, e := range a.Events {
-		key := faultLock(e.Kind, e.Target) // one cut at a time: a heal removes them all
-		if e.At < end[key] {
-			t.Fatalf("faults overlap on %s at %v", key, e.At)
+		keys := []string{faultLock(e.Kind, e.Target)} // one cut at a time: a heal removes them all
+		if e.Kind == FaultPower {
+			keys = []string{e.Target + "/broker", e.Target + "/namesrv"} // the IDC's processes
+			if e.Target == "idc2" {
+				keys = append(keys, "idc2/consumer")
+			}
 		}
-		end[key] = e.At + e.Hold
+		for _, key := range keys {
+			if e.At < end[key] {
+				t.Fatalf("faults overlap on %s at %v", key, e.At)
+			}
+			end[key] = e.At + e.Hold
+		}
 		if e.At+e.Hold > a.Duration {
 			t.Fatalf("a fault outlasts the campaign: %+v", e)
 		}
@@ -67,13 +75,13 @@ func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(back, a) {
 		t.Fatalf("replayed plan differs: %v", err)
 	}
-	if _, err := chaosKinds([]string{"kill", "meteor"}, true); err == nil {
+	if _, err := chaosKinds([]string{"kill", "meteor"}, true, false); err == nil {
 		t.Fatal("an unknown fault kind was accepted")
 	}
-	if _, err := chaosKinds([]string{"isolate"}, false); err == nil {
+	if _, err := chaosKinds([]string{"isolate"}, false, false); err == nil {
 		t.Fatal("a network fault was accepted without --netns")
 	}
-	if k, _ := chaosKinds(nil, false); slices.ContainsFunc(k, networkFault) {
+	if k, _ := chaosKinds(nil, false, false); slices.ContainsFunc(k, networkFault) || slices.Contains(k, FaultPower) {
 		t.Fatalf("default kinds on loopback: %v", k)
 	}
 }

@@ -107,7 +107,7 @@ func (tl *timeline) writeText(w io.Writer) {
 		fmt.Fprintf(w, "  %-30s %s\n", idc+" producer: acked", a.String())
 		fmt.Fprintf(w, "  %-30s %s\n", idc+" producer: errors", strings.TrimRight(e.String(), " "))
 	}
-	fmt.Fprintln(w, "  (k kill, s stop, p pause, i isolate, o one-way; ! a slice with send errors)")
+	fmt.Fprintln(w, "  (k kill, s stop, p pause, c corrupt, i isolate, o one-way, f flaky; ! a slice with send errors)")
 }
 
 // faultColor is a kind's band colour in the picture.

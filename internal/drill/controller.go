@@ -40,8 +40,10 @@ type controllerView struct {
 	addrs  []string // every voter's request address, IDC order
 }
 
-func newControllerView(addrs []string, secret *member.Secret) *controllerView {
-	return &controllerView{client: controller.NewClientWithOptions(addrs, controller.ClientOptions{ClusterSecret: secret}), addrs: addrs}
+// newControllerView dials the voters at addrs through dial (nil: directly).
+func newControllerView(addrs []string, secret *member.Secret, dial dialFunc) *controllerView {
+	return &controllerView{client: controller.NewClientWithOptions(addrs,
+		controller.ClientOptions{ClusterSecret: secret, Dial: dial}), addrs: addrs}
 }
 
 func (v *controllerView) close() { v.client.Close() }

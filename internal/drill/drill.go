@@ -87,6 +87,7 @@ type drill struct {
 	audit    *lockAudit // --netns: queue locks read from every broker (lockaudit.go)
 	ordered  *orderedWork
 	ctl      *controllerView // controller mode only
+	power    powerDisks      // chaos with power faults only (chaos_power.go)
 	progress *progress
 }
 
@@ -158,12 +159,25 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	network.attach(cl)
 	d := &drill{opts: opts, cluster: cl, network: network, progress: newProgress(opts.Progress, opts.Terminal)}
+	if opts.Chaos != nil && planWantsPower(opts.Chaos) {
+		explicit := slices.Contains(opts.Chaos.Faults, FaultPower)
+		disks, err := mountPowerDisks(cl)
+		switch {
+		case err == nil:
+			d.power = disks
+			defer disks.unmount()
+		case explicit || opts.Chaos.Replay != "":
+			return nil, fmt.Errorf("drill: power faults: %w", err)
+		default:
+			d.progress.printf("chaos: power faults left out: %v", err)
+		}
+	}
 	if opts.Controller {
 		secret, err := member.LoadSecret(cl.secretFile)
 		if err != nil {
 			return nil, err
 		}
-		d.ctl = newControllerView(cl.controllerAddrs, secret)
+		d.ctl = newControllerView(cl.controllerAddrs, secret, network.dialToIDC())
 		defer d.ctl.close()
 	}
 	defer d.progress.stop()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os/exec"
 	"time"
 
@@ -76,6 +77,27 @@ func (n *network) attach(c *cluster) {
 				return n.topo.Command(context.Background(), idc, name, args...)
 			}
 		}
+	}
+}
+
+// dialToIDC dials each address from inside the namespace of the IDC that
+// holds it, as an operator's tool on that IDC's network would (nil on
+// loopback): the drill's view of the controller's voters is never cut off
+// by the partitions it plays.
+func (n *network) dialToIDC() dialFunc {
+	if n.topo == nil {
+		return nil
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		idc := netns.IDCOf(ap.Addr())
+		if idc < 1 || idc > n.topo.IDCs() {
+			return nil, fmt.Errorf("drill: %s is in no IDC of the topology", addr)
+		}
+		return n.topo.Dialer(idc)(ctx, network, addr)
 	}
 }
 

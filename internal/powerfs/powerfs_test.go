@@ -1,0 +1,86 @@
+package powerfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/zonemq/zonemq/internal/testutil"
+)
+
+// mount mounts a fresh backing directory, or skips where FUSE is not
+// available.
+func mount(t *testing.T) (*FS, string) {
+	t.Helper()
+	dir, backing := t.TempDir(), t.TempDir()
+	p, err := Mount(dir, backing)
+	if errors.Is(err, ErrUnavailable) {
+		t.Skipf("no FUSE here: %v", err)
+	}
+	testutil.NoError(t, err, "mount")
+	t.Cleanup(func() { testutil.NoError(t, p.Unmount(), "unmount") })
+	return p, dir
+}
+
+func write(t *testing.T, f *os.File, s string, off int64) {
+	t.Helper()
+	_, err := f.WriteAt([]byte(s), off)
+	testutil.NoError(t, err, "write")
+}
+
+// A power loss keeps what was fsynced and undoes the rest: appends past
+// the synced size, overwrites of synced bytes, a truncation, a file never
+// synced; a file written to a temporary name, fsynced and renamed keeps
+// its contents under the new name.
+func TestPowerLossUndoesWhatWasNotSynced(t *testing.T) {
+	p, dir := mount(t)
+	log := filepath.Join(dir, "log")
+	f, err := os.OpenFile(log, os.O_RDWR|os.O_CREATE, 0o644)
+	testutil.NoError(t, err)
+	write(t, f, "durable-", 0)
+	testutil.NoError(t, f.Sync(), "fsync")
+	write(t, f, "lost-tail", 8) // past the synced size
+	write(t, f, "XX", 2)        // over synced bytes
+	testutil.NoError(t, f.Truncate(4), "truncate")
+	write(t, f, "again", 4)
+	testutil.NoError(t, f.Close())
+
+	testutil.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+	never := filepath.Join(dir, "sub", "never-synced")
+	testutil.NoError(t, os.WriteFile(never, []byte("gone"), 0o644))
+
+	// Replaced twice by write-temporary, fsync, rename: the last one stays,
+	// whole (the replaced files' records must not touch it).
+	tmp, final := filepath.Join(dir, "meta.tmp"), filepath.Join(dir, "meta.json")
+	for _, v := range []string{`{"v":"first, longer"}`, `{"v":1}`} {
+		g, err := os.Create(tmp)
+		testutil.NoError(t, err)
+		write(t, g, v, 0)
+		testutil.NoError(t, g.Sync())
+		testutil.NoError(t, g.Close())
+		testutil.NoError(t, os.Rename(tmp, final))
+		got, err := os.ReadFile(final) // opened: tracked
+		testutil.NoError(t, err)
+		testutil.Equal(t, string(got), v)
+	}
+
+	loss, err := p.PowerLoss()
+	testutil.NoError(t, err, "power loss")
+	testutil.True(t, loss.Files >= 2 && loss.Bytes > 0, "something was undone", loss)
+
+	got, err := os.ReadFile(log)
+	testutil.NoError(t, err)
+	testutil.Equal(t, string(got), "durable-", "the log as last fsynced")
+	got, err = os.ReadFile(never)
+	testutil.NoError(t, err)
+	testutil.Equal(t, string(got), "", "a file never fsynced is empty")
+	got, err = os.ReadFile(final)
+	testutil.NoError(t, err)
+	testutil.Equal(t, string(got), `{"v":1}`, "synced, then renamed: kept")
+
+	// A second power loss with nothing written since changes nothing.
+	loss, err = p.PowerLoss()
+	testutil.NoError(t, err)
+	testutil.Equal(t, loss.Files, 0, "nothing left to undo")
+}
