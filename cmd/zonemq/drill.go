@@ -47,7 +47,8 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"3 IDCs with 3 copies of every group and the controller unless --idcs/--replicas say otherwise;\n"+
 		"the plan is written to the work dir's chaos-plan.json (docs/disaster-recovery.md)")
 	seed := fs.Uint64("seed", 1, "with --chaos: the seed that picks the faults")
-	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause, corrupt (replicas only);\nwith --netns also isolate, one-way (default all that apply)")
+	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause, corrupt (replicas only);\n"+
+		"with FUSE (root, /dev/fuse) also power, disk-full; with --netns also isolate, one-way, flaky\n(default all that apply)")
 	replay := fs.String("replay", "", "with --chaos: play this chaos-plan.json `file` instead of a seeded plan")
 	timeline := fs.String("timeline", "", "with --chaos: write the campaign's SVG picture (faults, sends and errors per IDC) to this `file`\n"+
 		"(default: timeline.svg in the work dir)")

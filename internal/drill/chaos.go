@@ -43,7 +43,7 @@ const (
 )
 
 // AllFaults are the kinds the nemesis knows; network kinds need --netns.
-var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultPower, FaultIsolate, FaultOneWay, FaultFlaky}
+var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultPower, FaultDiskFull, FaultIsolate, FaultOneWay, FaultFlaky}
 
 // networkFault reports whether kind acts on the network (--netns only).
 func networkFault(kind string) bool {
@@ -133,15 +133,15 @@ func planChaos(seed uint64, duration time.Duration, kinds []string, targets func
 		target := ts[rng.IntN(len(ts))]
 		busy := []string{faultLock(kind, target)}
 		if kind == FaultPower {
-			// The whole IDC: every process in it.
-			busy = nil
+			// The whole IDC: every process in it, and its disk.
+			busy = []string{target}
 			for _, p := range targets(FaultKill) {
 				if strings.HasPrefix(p, target+"/") {
 					busy = append(busy, p)
 				}
 			}
 		}
-		if len(busy) == 0 || slices.ContainsFunc(busy, func(b string) bool { return busyUntil[b] > at }) {
+		if len(busy) == 1 && kind == FaultPower || slices.ContainsFunc(busy, func(b string) bool { return busyUntil[b] > at }) {
 			continue
 		}
 		for _, b := range busy {
@@ -221,7 +221,7 @@ func (d *drill) playChaos(ctx context.Context, plan ChaosPlan, targets map[strin
 	}
 	for _, e := range plan.Events {
 		p, ok := targets[e.Target]
-		if !ok && !networkFault(e.Kind) && e.Kind != FaultPower {
+		if !ok && !networkFault(e.Kind) && e.Kind != FaultPower && e.Kind != FaultDiskFull {
 			return fmt.Errorf("drill: chaos plan names %s, which this cluster does not have", e.Target)
 		}
 		if networkFault(e.Kind) && (d.network == nil || d.network.topo == nil) {
@@ -233,9 +233,8 @@ func (d *drill) playChaos(ctx context.Context, plan ChaosPlan, targets map[strin
 		d.progress.setPhase(fmt.Sprintf("chaos %s: %s %s for %v", e.At.Duration().Round(time.Second), e.Kind, e.Target, e.Hold.Duration()))
 		mus := []*sync.Mutex{lockOf(e)}
 		if e.Kind == FaultPower {
-			// Every process of the IDC, in name order (no two power
-			// faults can then wait on each other).
-			mus = nil
+			// The IDC's disk and every process of it, in name order (no
+			// two faults can then wait on each other).
 			for _, name := range idcProcesses(targets, e.Target) {
 				mus = append(mus, lockOf(ChaosEvent{Target: name}))
 			}
@@ -310,6 +309,13 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 		if undo, err = d.powerOff(e); err != nil {
 			return err
 		}
+	case FaultDiskFull:
+		disk := d.power[e.Target]
+		if disk == nil {
+			return fmt.Errorf("no FUSE disk for %s", e.Target)
+		}
+		disk.SetFull(true)
+		undo = func(context.Context) error { disk.SetFull(false); return nil }
 	case FaultCorrupt:
 		if err := p.kill(); err != nil {
 			return err
@@ -348,7 +354,7 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 func chaosKinds(faults []string, netns, power bool) ([]string, error) {
 	if len(faults) == 0 {
 		for _, f := range AllFaults {
-			if (netns || !networkFault(f)) && (power || f != FaultPower) {
+			if (netns || !networkFault(f)) && (power || (f != FaultPower && f != FaultDiskFull)) {
 				faults = append(faults, f)
 			}
 		}
@@ -361,7 +367,7 @@ func chaosKinds(faults []string, netns, power bool) ([]string, error) {
 		if networkFault(f) && !netns {
 			return nil, fmt.Errorf("drill: fault %q needs --netns", f)
 		}
-		if f == FaultPower && !power {
+		if (f == FaultPower || f == FaultDiskFull) && !power {
 			return nil, fmt.Errorf("drill: fault %q needs FUSE (Linux, /dev/fuse, root)", f)
 		}
 	}
@@ -478,7 +484,7 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 		}
 		plan = planChaos(c.Seed, c.Duration, kinds, func(kind string) []string {
 			switch kind {
-			case FaultIsolate, FaultPower:
+			case FaultIsolate, FaultPower, FaultDiskFull:
 				return isolate
 			case FaultOneWay:
 				return oneWay

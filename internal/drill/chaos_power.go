@@ -22,8 +22,13 @@ import (
 // kind is left out of the default ones with a notice (and refused when
 // asked for by name).
 
-// FaultPower cuts the power of an IDC.
-const FaultPower = "power"
+// FaultPower cuts the power of an IDC; FaultDiskFull fills its disk for
+// the hold (writes that grow a file fail with ENOSPC, statfs shows no
+// free space).
+const (
+	FaultPower    = "power"
+	FaultDiskFull = "disk-full"
+)
 
 // powerDisks are the mounts of a campaign, by IDC name.
 type powerDisks map[string]*powerfs.FS
@@ -61,9 +66,9 @@ func (ds powerDisks) unmount() error {
 func planWantsPower(c *ChaosOptions) bool {
 	if c.Replay != "" {
 		plan, err := readChaosPlan(c.Replay)
-		return err == nil && slices.ContainsFunc(plan.Events, func(e ChaosEvent) bool { return e.Kind == FaultPower })
+		return err == nil && slices.ContainsFunc(plan.Events, func(e ChaosEvent) bool { return e.Kind == FaultPower || e.Kind == FaultDiskFull })
 	}
-	return len(c.Faults) == 0 || slices.Contains(c.Faults, FaultPower)
+	return len(c.Faults) == 0 || slices.Contains(c.Faults, FaultPower) || slices.Contains(c.Faults, FaultDiskFull)
 }
 
 // idcProcesses are the fault targets that live in idc (its servers and

@@ -31,23 +31,23 @@ func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 		}
 		return []string{"idc1/broker", "idc1/namesrv", "idc2/broker", "idc2/consumer"}
 	}
-	a := planChaos(7, 2*time.Minute, AllFaults, targets)
-	b := planChaos(7, 2*time.Minute, AllFaults, targets)
+	a := planChaos(7, 5*time.Minute, AllFaults, targets)
+	b := planChaos(7, 5*time.Minute, AllFaults, targets)
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("one seed gave two plans")
 	}
-	if reflect.DeepEqual(a.Events, planChaos(8, 2*time.Minute, AllFaults, targets).Events) {
+	if reflect.DeepEqual(a.Events, planChaos(8, 5*time.Minute, AllFaults, targets).Events) {
 		t.Fatal("two seeds gave one plan")
 	}
 	if len(a.Events) < 10 {
-		t.Fatalf("%d faults in 2 minutes", len(a.Events))
+		t.Fatalf("%d faults in 5 minutes", len(a.Events))
 	}
 	end := map[string]Millis{}
 	kinds := map[string]int{}
 	for _, e := range a.Events {
 		keys := []string{faultLock(e.Kind, e.Target)} // one cut at a time: a heal removes them all
 		if e.Kind == FaultPower {
-			keys = []string{e.Target + "/broker", e.Target + "/namesrv"} // the IDC's processes
+			keys = []string{e.Target, e.Target + "/broker", e.Target + "/namesrv"} // the IDC's disk and processes
 			if e.Target == "idc2" {
 				keys = append(keys, "idc2/consumer")
 			}

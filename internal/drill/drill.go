@@ -160,7 +160,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	network.attach(cl)
 	d := &drill{opts: opts, cluster: cl, network: network, progress: newProgress(opts.Progress, opts.Terminal)}
 	if opts.Chaos != nil && planWantsPower(opts.Chaos) {
-		explicit := slices.Contains(opts.Chaos.Faults, FaultPower)
+		explicit := slices.Contains(opts.Chaos.Faults, FaultPower) || slices.Contains(opts.Chaos.Faults, FaultDiskFull)
 		disks, err := mountPowerDisks(cl)
 		switch {
 		case err == nil:

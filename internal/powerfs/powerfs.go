@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,27 @@ type FS struct {
 
 	mu    sync.Mutex
 	files map[uint64]*record // by the backing file's inode number
+
+	// full makes the disk look full (SetFull).
+	full atomic.Bool
+}
+
+// SetFull makes the disk full, or no longer: while full, every write that
+// would grow a file and every allocation fails with ENOSPC, overwrites
+// within a file succeed, and statfs reports no free blocks.
+func (p *FS) SetFull(full bool) { p.full.Store(full) }
+
+// refuseGrowth is ENOSPC when the disk is full and [off, off+n) reaches
+// past the end of the file at path.
+func (p *FS) refuseGrowth(path string, off, n int64) syscall.Errno {
+	if !p.full.Load() {
+		return 0
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil || off+n > st.Size {
+		return syscall.ENOSPC
+	}
+	return 0
 }
 
 // record is what a power loss does to one file.
@@ -266,7 +288,18 @@ var (
 	_ fs.NodeCreater   = (*node)(nil)
 	_ fs.NodeSetattrer = (*node)(nil)
 	_ fs.NodeRenamer   = (*node)(nil)
+	_ fs.NodeStatfser  = (*node)(nil)
 )
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	if errno := n.LoopbackNode.Statfs(ctx, out); errno != 0 {
+		return errno
+	}
+	if n.fs.full.Load() {
+		out.Bfree, out.Bavail = 0, 0
+	}
+	return 0
+}
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	r, err := n.track()
@@ -285,7 +318,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return &file{LoopbackFile: fh.(*fs.LoopbackFile), r: r}, fl, 0
+	return &file{LoopbackFile: fh.(*fs.LoopbackFile), r: r, fs: n.fs}, fl, 0
 }
 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -295,7 +328,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	}
 	// A new file: nothing of it is durable until it is fsynced.
 	r := n.fs.record(out.Ino, filepath.Join(n.backingPath(), name), 0)
-	return ch, &file{LoopbackFile: fh.(*fs.LoopbackFile), r: r}, fl, 0
+	return ch, &file{LoopbackFile: fh.(*fs.LoopbackFile), r: r, fs: n.fs}, fl, 0
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
@@ -330,7 +363,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // file is a loopback file handle whose writes are recorded.
 type file struct {
 	*fs.LoopbackFile
-	r *record
+	r  *record
+	fs *FS
 }
 
 // PassthroughFd refuses the kernel's FUSE passthrough, which would send
@@ -340,6 +374,9 @@ func (f *file) PassthroughFd() (int, bool) { return -1, false }
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	f.r.mu.Lock()
 	defer f.r.mu.Unlock()
+	if errno := f.fs.refuseGrowth(f.r.path, off, int64(len(data))); errno != 0 {
+		return 0, errno
+	}
 	if err := f.r.capture(off, int64(len(data))); err != nil {
 		return 0, fs.ToErrno(err)
 	}
@@ -353,6 +390,9 @@ func (f *file) Writev(ctx context.Context, data [][]byte, off int64) (uint32, sy
 	}
 	f.r.mu.Lock()
 	defer f.r.mu.Unlock()
+	if errno := f.fs.refuseGrowth(f.r.path, off, n); errno != 0 {
+		return 0, errno
+	}
 	if err := f.r.capture(off, n); err != nil {
 		return 0, fs.ToErrno(err)
 	}
@@ -387,6 +427,9 @@ func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOu
 func (f *file) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	f.r.mu.Lock()
 	defer f.r.mu.Unlock()
+	if f.fs.full.Load() {
+		return syscall.ENOSPC
+	}
 	// Punching or zeroing a range changes its bytes; growing a file is
 	// undone by the cut to the synced size.
 	if err := f.r.capture(int64(off), int64(size)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -83,4 +84,26 @@ func TestPowerLossUndoesWhatWasNotSynced(t *testing.T) {
 	loss, err = p.PowerLoss()
 	testutil.NoError(t, err)
 	testutil.Equal(t, loss.Files, 0, "nothing left to undo")
+}
+
+// A full disk refuses writes that grow a file and reports no free space;
+// overwrites still work, and everything works again once it is not full.
+func TestFullDiskRefusesGrowth(t *testing.T) {
+	p, dir := mount(t)
+	path := filepath.Join(dir, "data")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	testutil.NoError(t, err)
+	defer f.Close()
+	write(t, f, "0123456789", 0)
+	p.SetFull(true)
+	_, err = f.WriteAt([]byte("more"), 10)
+	testutil.True(t, errors.Is(err, syscall.ENOSPC), "growing a file on a full disk", err)
+	write(t, f, "ab", 0) // within the file: fine
+	var st syscall.Statfs_t
+	testutil.NoError(t, syscall.Statfs(dir, &st))
+	testutil.Equal(t, st.Bavail, uint64(0), "no free blocks reported")
+	p.SetFull(false)
+	write(t, f, "more", 10)
+	got, _ := os.ReadFile(path)
+	testutil.Equal(t, string(got), "ab23456789more")
 }
