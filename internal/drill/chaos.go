@@ -86,10 +86,14 @@ type ChaosEvent struct {
 	Hold   Millis `json:"holdMs"` // how long the fault lasts
 	Kind   string `json:"kind"`
 	Target string `json:"target"` // e.g. idc1/broker, idc2/replica-of-broker-idc1, idc3/consumer
-	// Damage (corrupt only) is what is done to the log: "flip" or
-	// "truncate", At (0..1) where in its newest damageSpan bytes.
-	Damage   string  `json:"damage,omitempty"`
-	DamageAt float64 `json:"damageAt,omitempty"`
+	// Damage (corrupt only) is what is done: "flip" or "truncate", At
+	// (0..1) where in the newest damageSpan bytes of the file, and File
+	// which file: "commitlog" (the newest segment) or "consumequeue" (the
+	// newest file of one queue, Queue 0..1 picking which).
+	Damage      string  `json:"damage,omitempty"`
+	DamageAt    float64 `json:"damageAt,omitempty"`
+	DamageFile  string  `json:"damageFile,omitempty"`
+	DamageQueue float64 `json:"damageQueue,omitempty"`
 	// Link (flaky only) is the degraded links' shaping.
 	Link *FlakyLink `json:"link,omitempty"`
 }
@@ -150,9 +154,12 @@ func planChaos(seed uint64, duration time.Duration, kinds []string, targets func
 		e := ChaosEvent{At: millis(at), Hold: millis(hold), Kind: kind, Target: target}
 		switch kind {
 		case FaultCorrupt:
-			e.Damage, e.DamageAt = "flip", rng.Float64()
+			e.Damage, e.DamageAt, e.DamageFile = "flip", rng.Float64(), "commitlog"
 			if rng.IntN(2) == 0 {
 				e.Damage = "truncate"
+			}
+			if rng.IntN(3) == 0 {
+				e.DamageFile, e.DamageQueue = "consumequeue", rng.Float64()
 			}
 		case FaultFlaky:
 			delay := 10 + rng.IntN(191)

@@ -30,12 +30,10 @@ func damageLog(dir string, e ChaosEvent) (string, error) {
 		}
 		return "master now: killed and restarted, not damaged", nil
 	}
-	segs, err := filepath.Glob(filepath.Join(dir, "commitlog", "*"))
-	if err != nil || len(segs) == 0 {
-		return "no commit log yet: not damaged", err
+	path, err := damageTarget(dir, e)
+	if err != nil || path == "" {
+		return "nothing to damage yet", err
 	}
-	slices.Sort(segs)
-	path := segs[len(segs)-1]
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", err
@@ -50,7 +48,7 @@ func damageLog(dir string, e ChaosEvent) (string, error) {
 		if err := os.Truncate(path, pos); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("cut %s from %d to %d bytes", filepath.Base(path), size, pos), nil
+		return fmt.Sprintf("cut %s from %d to %d bytes", relPath(dir, path), size, pos), nil
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -66,7 +64,32 @@ func damageLog(dir string, e ChaosEvent) (string, error) {
 	if _, err := f.WriteAt(b[:], pos); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("flipped bit %d of byte %d of %s (%d bytes)", pos%8, pos, filepath.Base(path), size), f.Close()
+	return fmt.Sprintf("flipped bit %d of byte %d of %s (%d bytes)", pos%8, pos, relPath(dir, path), size), f.Close()
+}
+
+// damageTarget picks the file e damages in dir: the newest commit-log
+// segment, or the newest file of one of the queues ("" if none yet).
+func damageTarget(dir string, e ChaosEvent) (string, error) {
+	if e.DamageFile == "consumequeue" {
+		queues, err := filepath.Glob(filepath.Join(dir, "consumequeue", "*", "*"))
+		if err != nil || len(queues) == 0 {
+			return "", err
+		}
+		slices.Sort(queues)
+		q := queues[min(len(queues)-1, int(e.DamageQueue*float64(len(queues))))]
+		files, err := filepath.Glob(filepath.Join(q, "*"))
+		if err != nil || len(files) == 0 {
+			return "", err
+		}
+		slices.Sort(files)
+		return files[len(files)-1], nil
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "commitlog", "*"))
+	if err != nil || len(segs) == 0 {
+		return "", err
+	}
+	slices.Sort(segs)
+	return segs[len(segs)-1], nil
 }
 
 // isMasterDir reads a broker data directory's replication state.
@@ -85,4 +108,12 @@ func isMasterDir(dir string) (bool, error) {
 		return false, fmt.Errorf("%s: %w", dir, err)
 	}
 	return st.Master, nil
+}
+
+// relPath is path within dir, for the progress line.
+func relPath(dir, path string) string {
+	if rel, err := filepath.Rel(dir, path); err == nil {
+		return rel
+	}
+	return path
 }

@@ -48,3 +48,30 @@ func TestChaosDamageLandsInTheNewestSegment(t *testing.T) {
 	st, _ = os.Stat(newest)
 	testutil.Equal(t, st.Size(), int64(len(data)-damageSpan), "a master's log is left alone")
 }
+
+// A consume-queue damage lands in the newest file of the queue the plan
+// picks.
+func TestChaosDamageOfAConsumeQueue(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, 1000)
+	var files []string
+	for _, q := range []string{"0", "1"} {
+		qdir := filepath.Join(dir, "consumequeue", "T", q)
+		testutil.NoError(t, os.MkdirAll(qdir, 0o755))
+		for _, name := range []string{"00000000000000000000", "00000000000006000000"} {
+			p := filepath.Join(qdir, name)
+			testutil.NoError(t, os.WriteFile(p, data, 0o644))
+			files = append(files, p)
+		}
+	}
+	what, err := damageLog(dir, ChaosEvent{Kind: FaultCorrupt, Damage: "truncate", DamageAt: 0.5, DamageFile: "consumequeue", DamageQueue: 0.9})
+	testutil.NoError(t, err)
+	for _, p := range files {
+		st, _ := os.Stat(p)
+		want := int64(len(data))
+		if p == files[3] { // queue 1's newest file
+			want = 499
+		}
+		testutil.Equal(t, st.Size(), want, p, what)
+	}
+}

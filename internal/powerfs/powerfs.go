@@ -202,16 +202,34 @@ func (r *record) rollBack() (int64, error) {
 }
 
 // record returns the record of the file with inode ino at path, starting
-// one (synced at size, what it holds now) the first time.
-func (p *FS) record(ino uint64, path string, size int64) *record {
+// one (synced at size, what it holds now) the first time. A record of a
+// file that is gone — its inode number now another file's, as file
+// systems reuse them — is replaced; so is any record when fresh (a file
+// just created).
+func (p *FS) record(ino uint64, path string, size int64, fresh bool) *record {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.files[ino]
-	if r == nil {
+	if r != nil && !fresh && r.path != path {
+		var st syscall.Stat_t
+		if err := syscall.Stat(r.path, &st); err != nil || st.Ino != ino {
+			r = nil // stale: the inode number was reused
+		}
+	}
+	if r == nil || fresh {
 		r = &record{ino: ino, path: path, synced: size}
 		p.files[ino] = r
 	}
 	return r
+}
+
+// unlinked forgets the record of the file with inode ino at path.
+func (p *FS) unlinked(ino uint64, path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.files[ino]; r != nil && r.path == path {
+		delete(p.files, ino)
+	}
 }
 
 // renamed moves the records at from (a file or a directory) to to; a file
@@ -280,7 +298,7 @@ func (n *node) track() (*record, error) {
 	if err := syscall.Stat(path, &st); err != nil {
 		return nil, err
 	}
-	return n.fs.record(st.Ino, path, st.Size), nil
+	return n.fs.record(st.Ino, path, st.Size, false), nil
 }
 
 var (
@@ -289,7 +307,21 @@ var (
 	_ fs.NodeSetattrer = (*node)(nil)
 	_ fs.NodeRenamer   = (*node)(nil)
 	_ fs.NodeStatfser  = (*node)(nil)
+	_ fs.NodeUnlinker  = (*node)(nil)
 )
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	path := filepath.Join(n.backingPath(), name)
+	var st syscall.Stat_t
+	statErr := syscall.Lstat(path, &st)
+	if errno := n.LoopbackNode.Unlink(ctx, name); errno != 0 {
+		return errno
+	}
+	if statErr == nil {
+		n.fs.unlinked(st.Ino, path)
+	}
+	return 0
+}
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	if errno := n.LoopbackNode.Statfs(ctx, out); errno != 0 {
@@ -327,7 +359,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, errno
 	}
 	// A new file: nothing of it is durable until it is fsynced.
-	r := n.fs.record(out.Ino, filepath.Join(n.backingPath(), name), 0)
+	r := n.fs.record(out.Ino, filepath.Join(n.backingPath(), name), 0, true)
 	return ch, &file{LoopbackFile: fh.(*fs.LoopbackFile), r: r, fs: n.fs}, fl, 0
 }
 

@@ -2,6 +2,7 @@ package powerfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -106,4 +107,30 @@ func TestFullDiskRefusesGrowth(t *testing.T) {
 	write(t, f, "more", 10)
 	got, _ := os.ReadFile(path)
 	testutil.Equal(t, string(got), "ab23456789more")
+}
+
+// File systems reuse inode numbers: a file created after another was
+// removed must be tracked as itself (its fsync once failed, naming the
+// removed file's path), many times over.
+func TestPowerLossTracksReusedInodes(t *testing.T) {
+	p, dir := mount(t)
+	final := filepath.Join(dir, "offsets.json")
+	for i := range 200 {
+		tmp, err := os.CreateTemp(dir, ".offsets.tmp*")
+		testutil.NoError(t, err)
+		write(t, tmp, fmt.Sprintf(`{"n":%d}`, i), 0)
+		testutil.NoError(t, tmp.Sync(), "fsync of a new file", i)
+		testutil.NoError(t, tmp.Close())
+		testutil.NoError(t, os.Rename(tmp.Name(), final))
+		if i%2 == 0 {
+			scratch := filepath.Join(dir, "scratch")
+			testutil.NoError(t, os.WriteFile(scratch, []byte("x"), 0o644))
+			testutil.NoError(t, os.Remove(scratch))
+		}
+	}
+	_, err := p.PowerLoss()
+	testutil.NoError(t, err)
+	got, err := os.ReadFile(final)
+	testutil.NoError(t, err)
+	testutil.Equal(t, string(got), `{"n":199}`, "the last fsynced version")
 }
