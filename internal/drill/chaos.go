@@ -310,7 +310,7 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 		if err := p.kill(); err != nil {
 			return err
 		}
-		undo = p.start
+		undo = supervised(p.start)
 	case FaultPower:
 		var err error
 		if undo, err = d.powerOff(e); err != nil {
@@ -336,12 +336,12 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 			return err
 		}
 		d.progress.printf("chaos: %s: %s", e.Target, what)
-		undo = p.start
+		undo = supervised(p.start)
 	case FaultStop:
 		if err := p.terminate(15 * time.Second); err != nil {
 			return err
 		}
-		undo = p.start
+		undo = supervised(p.start)
 	case FaultPause:
 		if err := p.signal(syscall.SIGSTOP); err != nil {
 			return err
@@ -530,4 +530,26 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 		sum.ByKind[e.Kind]++
 	}
 	return sum, nil
+}
+
+// superviseFor is how long a restart after a fault is retried.
+const superviseFor = 2 * time.Minute
+
+// supervised restarts as a service manager would (systemd's
+// Restart=on-failure): a process that exits while starting — a broker
+// whose disk is still full cannot open its store — is started again every
+// second until it stays up, for at most superviseFor.
+func supervised(start func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		deadline := time.Now().Add(superviseFor)
+		for {
+			err := start(ctx)
+			if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+				return err
+			}
+			if err := sleepCtx(ctx, time.Second); err != nil {
+				return err
+			}
+		}
+	}
 }

@@ -115,12 +115,12 @@ func (d *drill) powerOff(e ChaosEvent) (func(context.Context) error, error) {
 	return func(ctx context.Context) error {
 		// Boot in the cluster's order: name server, address server, brokers.
 		for _, p := range append([]*proc{idc.namesrv, idc.addrsrv, idc.broker}, idc.replicas...) {
-			if err := p.start(ctx); err != nil {
+			if err := supervised(p.start)(ctx); err != nil {
 				return err
 			}
 		}
 		if consumer != nil {
-			return consumer.start(ctx)
+			return supervised(consumer.start)(ctx)
 		}
 		return nil
 	}, nil

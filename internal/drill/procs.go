@@ -75,7 +75,20 @@ func (p *proc) start(ctx context.Context) error {
 		logFile.Close()
 		close(exited)
 	}()
-	return p.waitReady(ctx, exited)
+	err = p.waitReady(ctx, exited)
+	if err != nil {
+		select {
+		case <-exited:
+			// Gone: a later start may try again.
+			p.mu.Lock()
+			if p.cmd == cmd {
+				p.cmd = nil
+			}
+			p.mu.Unlock()
+		default:
+		}
+	}
+	return err
 }
 
 func (p *proc) waitReady(ctx context.Context, exited chan struct{}) error {
