@@ -2,8 +2,11 @@ package drill
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -124,8 +127,33 @@ func (p *proc) ready() bool {
 	if err != nil {
 		return false
 	}
-	c.Close()
-	return true
+	defer c.Close()
+	// Listening is not enough: a broker listens before it opens its store,
+	// and one that cannot (a full disk) exits after accepting. Ready means
+	// it answers a request — any answer, an error code included.
+	return remotingAnswers(c, 500*time.Millisecond)
+}
+
+// probeFrame is a RocketMQ remoting request with a JSON header and a code
+// no server serves: every zonemq server answers it with
+// REQUEST_CODE_NOT_SUPPORTED once it serves requests at all.
+var probeFrame = func() []byte {
+	header := []byte(`{"code":-1,"language":"GO","version":0,"opaque":1,"flag":0,"extFields":{}}`)
+	frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(header)))
+	frame = binary.BigEndian.AppendUint32(frame, uint32(len(header))) // serialize type 0: JSON
+	return append(frame, header...)
+}()
+
+// remotingAnswers sends probeFrame on c and reports whether an answer's
+// first bytes arrive within timeout.
+func remotingAnswers(c net.Conn, timeout time.Duration) bool {
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(probeFrame); err != nil {
+		return false
+	}
+	var length [4]byte
+	_, err := io.ReadFull(c, length[:])
+	return err == nil
 }
 
 // signal sends sig to the running process.

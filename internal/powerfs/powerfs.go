@@ -44,26 +44,70 @@ type FS struct {
 	mu    sync.Mutex
 	files map[uint64]*record // by the backing file's inode number
 
-	// full makes the disk look full (SetFull).
-	full atomic.Bool
+	// full makes the disk look full (SetFull); free is then the space
+	// freed since (truncations, unlinks), which later growth may use.
+	full    atomic.Bool
+	spaceMu sync.Mutex
+	free    int64
 }
 
-// SetFull makes the disk full, or no longer: while full, every write that
-// would grow a file and every allocation fails with ENOSPC, overwrites
-// within a file succeed, and statfs reports no free blocks.
-func (p *FS) SetFull(full bool) { p.full.Store(full) }
+// SetFull makes the disk full, or no longer. While full it has no free
+// space but what is freed meanwhile (a file truncated or removed): a write
+// that grows a file beyond that, and any allocation, fail with ENOSPC;
+// overwrites within a file succeed; statfs reports the free space left.
+func (p *FS) SetFull(full bool) {
+	p.spaceMu.Lock()
+	p.free = 0
+	p.full.Store(full)
+	p.spaceMu.Unlock()
+}
 
-// refuseGrowth is ENOSPC when the disk is full and [off, off+n) reaches
-// past the end of the file at path.
+// refuseGrowth is ENOSPC when the disk is full and writing [off, off+n)
+// to the file at path would grow it beyond the free space; otherwise it
+// takes the growth from the free space.
 func (p *FS) refuseGrowth(path string, off, n int64) syscall.Errno {
 	if !p.full.Load() {
 		return 0
 	}
 	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil || off+n > st.Size {
+	if err := syscall.Stat(path, &st); err != nil {
 		return syscall.ENOSPC
 	}
+	growth := off + n - st.Size
+	if growth <= 0 {
+		return 0
+	}
+	p.spaceMu.Lock()
+	defer p.spaceMu.Unlock()
+	if growth > p.free {
+		return syscall.ENOSPC
+	}
+	p.free -= growth
 	return 0
+}
+
+// freed returns n bytes to the free space of a full disk.
+func (p *FS) freed(n int64) {
+	if n <= 0 || !p.full.Load() {
+		return
+	}
+	p.spaceMu.Lock()
+	p.free += n
+	p.spaceMu.Unlock()
+}
+
+// resize accounts for truncating the file at path to size: shrinking
+// frees space, growing takes it (ENOSPC beyond the free space).
+func (p *FS) resize(path string, size int64) syscall.Errno {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0 // the truncate itself will say
+	}
+	if size < st.Size {
+		p.freed(st.Size - size)
+		return 0
+	}
+	return p.refuseGrowth(path, st.Size, size-st.Size)
 }
 
 // record is what a power loss does to one file.
@@ -319,6 +363,9 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	}
 	if statErr == nil {
 		n.fs.unlinked(st.Ino, path)
+		if st.Nlink <= 1 {
+			n.fs.freed(st.Size)
+		}
 	}
 	return 0
 }
@@ -327,8 +374,11 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	if errno := n.LoopbackNode.Statfs(ctx, out); errno != 0 {
 		return errno
 	}
-	if n.fs.full.Load() {
-		out.Bfree, out.Bavail = 0, 0
+	if n.fs.full.Load() && out.Bsize > 0 {
+		n.fs.spaceMu.Lock()
+		free := uint64(n.fs.free) / uint64(out.Bsize)
+		n.fs.spaceMu.Unlock()
+		out.Bfree, out.Bavail = free, free
 	}
 	return 0
 }
@@ -373,6 +423,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		defer r.mu.Unlock()
 		if err := r.capture(int64(size), r.synced); err != nil {
 			return fs.ToErrno(err)
+		}
+		if errno := n.fs.resize(r.path, int64(size)); errno != 0 {
+			return errno
 		}
 	}
 	return n.LoopbackNode.Setattr(ctx, f, in, out)
@@ -451,6 +504,9 @@ func (f *file) Setattr(ctx context.Context, in *fuse.SetAttrIn, out *fuse.AttrOu
 		defer f.r.mu.Unlock()
 		if err := f.r.capture(int64(size), f.r.synced); err != nil {
 			return fs.ToErrno(err)
+		}
+		if errno := f.fs.resize(f.r.path, int64(size)); errno != 0 {
+			return errno
 		}
 	}
 	return f.LoopbackFile.Setattr(ctx, in, out)

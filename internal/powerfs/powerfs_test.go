@@ -103,6 +103,11 @@ func TestFullDiskRefusesGrowth(t *testing.T) {
 	var st syscall.Statfs_t
 	testutil.NoError(t, syscall.Statfs(dir, &st))
 	testutil.Equal(t, st.Bavail, uint64(0), "no free blocks reported")
+	// What a truncation frees, growth may use again, and no more.
+	testutil.NoError(t, f.Truncate(6), "truncate on a full disk")
+	write(t, f, "6789", 6)
+	_, err = f.WriteAt([]byte("x"), 10)
+	testutil.True(t, errors.Is(err, syscall.ENOSPC), "only the freed space", err)
 	p.SetFull(false)
 	write(t, f, "more", 10)
 	got, _ := os.ReadFile(path)
