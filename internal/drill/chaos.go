@@ -420,7 +420,7 @@ type ChaosSummary struct {
 
 // finishChaos adds the campaign's liveness figures and timeline to sum,
 // and (when the controller's epoch history breaks) its picture.
-func (d *drill) finishChaos(sum *ChaosSummary, sends []sendRecord, recvs map[string][]recvRecord, in ledger.Input) error {
+func (d *drill) finishChaos(sum *ChaosSummary, sends []sendRecord, recvs map[string][]recvRecord, in ledger.Input, epochs string) error {
 	var idcs []string
 	for _, i := range d.cluster.idcs {
 		idcs = append(idcs, i.name)
@@ -442,7 +442,9 @@ func (d *drill) finishChaos(sum *ChaosSummary, sends []sendRecord, recvs map[str
 	if err := newTimeline(400, idcs, sends, sum.plan, sum.began, sum.healed).writeSVG(f); err != nil {
 		return fmt.Errorf("drill: the timeline: %w", err)
 	}
-	if len(in.History) > 0 {
+	// The picture of a long campaign would be enormous; it is drawn for a
+	// short one, or to show where a history breaks.
+	if len(in.History) > 0 && (len(in.Acks) <= maxEpochPicture || epochs == ledger.EpochsNotLinearizable) {
 		if h, err := os.Create(filepath.Join(d.cluster.workDir, "epoch-history.html")); err == nil {
 			ledger.VisualizeEpochs(in, h)
 			h.Close()
@@ -553,3 +555,7 @@ func supervised(start func(context.Context) error) func(context.Context) error {
 		}
 	}
 }
+
+// maxEpochPicture bounds the acknowledgements epoch-history.html draws
+// when the history is linearizable.
+const maxEpochPicture = 20_000

@@ -295,7 +295,7 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, Check: &check, OK: true, Chaos: chaos,
 	}
 	if chaos != nil {
-		if err := d.finishChaos(chaos, sends, recvs, in); err != nil {
+		if err := d.finishChaos(chaos, sends, recvs, in, check.EpochHistory); err != nil {
 			r.Problems = append(r.Problems, err.Error())
 		}
 		if d.opts.Replicas > 1 {
