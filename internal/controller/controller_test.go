@@ -400,3 +400,39 @@ func TestControllerDataDirInUse(t *testing.T) {
 	_, err := New(opts)
 	testutil.True(t, err != nil && strings.Contains(err.Error(), "another voter"), "data dir in use", err)
 }
+
+// A replica whose log shrank since it last reported — its disk lost data,
+// its log was moved aside — is no candidate, even in the in-sync set: the
+// group waits (or an operator forces) rather than elect a log that may lack
+// acknowledged messages. Once it holds as much again it is one.
+func TestControllerSkipsAReplicaWhoseLogShrank(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, []int64{1})
+	r1 := brokers[1]
+	_, err := c.heartbeat(leader.srv.Addr(), r1)
+	testutil.NoError(t, err)
+	r1.logEnd = 100 // restarted with most of its log gone
+	_, err = c.heartbeat(leader.srv.Addr(), r1)
+	testutil.NoError(t, err)
+	// The master falls silent: its lease lapses, but the only in-sync
+	// replica lost data.
+	deadline := time.Now().Add(3 * testLeaseTimeout)
+	for time.Now().Before(deadline) {
+		out, err := c.heartbeat(leader.srv.Addr(), r1)
+		testutil.NoError(t, err)
+		testutil.Equal(t, out.Epoch, int64(1), "no election of a replica whose log shrank")
+		time.Sleep(testLeaseTimeout / 5)
+	}
+	r1.logEnd = 4900 // caught up again
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(leader.srv.Addr(), r1)
+		if err != nil {
+			return err
+		}
+		if out.Epoch != 2 || out.MasterID != 1 {
+			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+		}
+		return nil
+	})
+}

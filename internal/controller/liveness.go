@@ -41,6 +41,11 @@ type memberLiveness struct {
 	logEnd   int64
 	epoch    int64
 	role     string
+	// peak is the longest log this leader has heard the broker report
+	// since it last held all of it: a log end below it means the broker
+	// lost data it once had (a damaged disk, a log moved aside, a tail
+	// truncated) and may lack acknowledged messages.
+	peak int64
 }
 
 func newLiveness() *liveness { return &liveness{groups: map[groupKey]*groupLiveness{}} }
@@ -67,7 +72,26 @@ func (l *liveness) groupLocked(k groupKey) *groupLiveness {
 func (l *liveness) seen(k groupKey, h *protocol.ControllerHeartbeatRequestHeader, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.groupLocked(k).members[h.BrokerID] = &memberLiveness{lastSeen: now, logEnd: h.LogEnd, epoch: h.Epoch, role: h.Role}
+	gl := l.groupLocked(k)
+	peak := h.LogEnd
+	if prev := gl.members[h.BrokerID]; prev != nil {
+		peak = max(prev.peak, h.LogEnd)
+	}
+	gl.members[h.BrokerID] = &memberLiveness{lastSeen: now, logEnd: h.LogEnd, epoch: h.Epoch, role: h.Role, peak: peak}
+}
+
+// shrunk reports whether broker id of k reports less log than it once did
+// (see memberLiveness.peak): until it holds that much again it is no
+// candidate for master on its own.
+func (l *liveness) shrunk(k groupKey, id int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gl := l.groups[k]
+	if gl == nil {
+		return false
+	}
+	m := gl.members[id]
+	return m != nil && m.logEnd < m.peak
 }
 
 // alive reports whether broker id of k was heard from within timeout, and
