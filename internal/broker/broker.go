@@ -100,6 +100,9 @@ type Server struct {
 	gate     gate
 	bootTime time.Time
 	putCount atomic.Int64
+	// reseeded: the store's damaged data was moved aside at start and the
+	// group's log is being copied again (reseed.go); it never leads.
+	reseeded bool
 	// retriesAnswered counts retried sends answered with the copy an
 	// earlier attempt stored (sendretry.go).
 	retriesAnswered atomic.Int64
@@ -222,13 +225,13 @@ func New(opts Options) (*Server, error) {
 	}
 	sopts.RecoverDropCorrupt = opts.Hardening.RecoverDropCorrupt
 	sopts.MaxOpenQueueFiles = opts.Hardening.MaxOpenQueueFiles
-	st, err := openStore(sopts, opts, s.logger)
+	st, reseeded, err := openStore(sopts, opts, s.logger)
 	if err != nil {
 		cancel()
 		rs.Close()
 		return nil, fmt.Errorf("broker: opening the store in %s: %w", opts.DataDir, err)
 	}
-	s.store = st
+	s.store, s.reseeded = st, reseeded
 	// fail closes what New opened so far; nothing runs before Run.
 	fail := func(err error) (*Server, error) {
 		cancel()

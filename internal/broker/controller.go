@@ -167,6 +167,17 @@ func (r *replication) applyControllerAnswer(ans protocol.ControllerHeartbeatResp
 	me := s.opts.BrokerID
 	r.mu.Lock()
 	switch {
+	case ans.MasterID == me && ans.Epoch >= r.lastEpoch() && !r.state.Master && s.reseeded:
+		// This broker moved its damaged log aside at start (reseed.go) and
+		// holds only what it copied since: it may lack what the group
+		// acknowledged, so it does not lead; without its lease the
+		// controller elects another member.
+		r.mu.Unlock()
+		if !r.refusedLead.Swap(true) {
+			s.logger.Error("the controller names this broker master, but it copied its log again after damage and may lack "+
+				"acknowledged messages: refusing; another member will be elected (or force one: zonemq admin broker elect)",
+				"epoch", ans.Epoch, "logEnd", s.store.CommitLogMaxOffset())
+		}
 	case ans.MasterID == me && ans.Epoch >= r.lastEpoch():
 		promoted := false
 		if !r.state.Master {

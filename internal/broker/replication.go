@@ -102,6 +102,9 @@ type replication struct {
 	// fresh: the data directory had no replication state (a new broker,
 	// or one whose disk was replaced).
 	fresh bool
+	// refusedLead is set once a reseeded broker has refused the master
+	// role (controller.go), so it says so once.
+	refusedLead atomic.Bool
 
 	// Controller mode (controller.go): the lease end (monoNanos) and the
 	// controller leader last heard from (guarded by mu).

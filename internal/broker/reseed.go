@@ -31,20 +31,24 @@ const quarantineDir = "quarantine"
 // the broker's metadata, kept but for the replication state).
 var storeEntries = []string{"commitlog", "consumequeue", "index", "checkpoint", "abort", "store.json", "reserve"}
 
-// openStore opens the broker's store, reseeding a damaged replica.
-func openStore(sopts store.Options, opts Options, logger *slog.Logger) (*store.Store, error) {
+// openStore opens the broker's store, reseeding a damaged replica; it
+// reports whether it did. A reseeded broker never becomes master in this
+// run (controller.go): its disk said replica, but a controller may have
+// elected it since, and its log now lacks what the group acknowledged.
+func openStore(sopts store.Options, opts Options, logger *slog.Logger) (*store.Store, bool, error) {
 	st, err := store.Open(sopts)
 	if err == nil || !errors.Is(err, store.ErrCorrupt) || !opts.Hardening.ReseedCorruptReplica ||
 		!startsAsReplica(opts) {
-		return st, err
+		return st, false, err
 	}
 	moved, qerr := quarantine(opts.DataDir)
 	if qerr != nil {
-		return nil, fmt.Errorf("%w (moving the damaged data aside: %v)", err, qerr)
+		return nil, false, fmt.Errorf("%w (moving the damaged data aside: %v)", err, qerr)
 	}
 	logger.Error("this replica's commit log is damaged: its data was moved aside and the group's log is copied again from the master",
 		"damage", err, "movedTo", moved)
-	return store.Open(sopts)
+	st, err = store.Open(sopts)
+	return st, err == nil, err
 }
 
 // startsAsReplica reports whether the data directory's replication state

@@ -1,11 +1,15 @@
 package broker
 
 import (
+	"time"
+
 	"errors"
 	"os"
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/zonemq/zonemq/internal/protocol"
 
 	"github.com/zonemq/zonemq/internal/store"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -57,6 +61,14 @@ func TestReplicaWithDamagedLogReseedsFromTheMaster(t *testing.T) {
 	testutil.Equal(t, len(q), 1, "the damaged log kept in quarantine")
 	waitCaughtUp(t, master, replica)
 	waitKeys(t, c, replica.Addr(), "ReseedTopic", 4, 300)
+
+	// A controller that names the reseeded broker master (its disk said
+	// replica, but it may have been elected before the damage) is refused:
+	// it does not lead in this run.
+	testutil.True(t, replica.reseeded, "the broker knows it reseeded")
+	replica.repl.applyControllerAnswer(protocol.ControllerHeartbeatResponseHeader{MasterID: ropts.BrokerID,
+		MasterAddr: replica.Addr(), Epoch: replica.repl.lastEpoch() + 1, LeaseMillis: 5000}, time.Now())
+	testutil.True(t, !replica.IsMaster(), "a reseeded broker refuses to lead")
 
 	// The master, damaged the same way, refuses: its log may hold what
 	// no other copy has.
