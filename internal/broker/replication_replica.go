@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -32,6 +33,11 @@ const (
 // replicaLoop follows the master while this broker is a replica, and idles
 // while it is master; it ends with ctx.
 func (r *replication) replicaLoop(ctx context.Context) {
+	// lastErr is the last reason logged at Warn: a new reason is logged
+	// there once (a replica that cannot catch up must say why; the chaos
+	// campaign met one that retried silently for minutes), repeats at
+	// Debug.
+	var lastErr string
 	for ctx.Err() == nil {
 		roleCh := r.roleChanged()
 		if r.master.Load() {
@@ -48,7 +54,11 @@ func (r *replication) replicaLoop(ctx context.Context) {
 		}
 		pause := replicaRetry
 		if err != nil {
-			r.s.logger.Debug("replication from the master stopped; retrying", "master", r.masterAddr(), "err", err)
+			level := slog.LevelDebug
+			if msg := err.Error(); msg != lastErr {
+				level, lastErr = slog.LevelWarn, msg
+			}
+			r.s.logger.Log(ctx, level, "replication from the master stopped; retrying", "master", r.masterAddr(), "err", err)
 			var pe *protocol.Error
 			if errors.As(err, &pe) && pe.Code == protocol.SystemError {
 				// Refused for a reason an operator must fix (logged by
