@@ -153,12 +153,6 @@ func newReplication(s *Server) (*replication, error) {
 	if r.state.Master {
 		r.state.RegisteredID = protocol.MasterID
 	}
-	if clamped := clampEpochs(r.state.Epochs, s.store.CommitLogMaxOffset()); len(clamped) != len(r.state.Epochs) ||
-		!slices.Equal(clamped, r.state.Epochs) {
-		s.logger.Warn("the log ends before epochs recorded as starting later (it lost a tail it never made durable); "+
-			"those epochs now start at the log end", "logEnd", s.store.CommitLogMaxOffset(), "was", r.state.Epochs, "now", clamped)
-		r.state.Epochs = clamped
-	}
 	if err := r.persistLocked(); err != nil {
 		return nil, err
 	}
@@ -563,23 +557,4 @@ func (s *Server) startupNamesrvs(ctx context.Context) []string {
 		}
 	}
 	return addrs
-}
-
-// clampEpochs makes an epoch history agree with a log that ends at end:
-// an epoch recorded as starting past the end (the broker began it, then
-// lost the unflushed tail it stood on: a power loss, a torn write) starts
-// at the end instead, and of several epochs starting at one offset only
-// the last is kept (the others hold nothing). Left as it was, a master
-// whose history names offsets its log lacks sent every replica to fetch
-// from there, for ever; the chaos campaign found one.
-func clampEpochs(history []protocol.EpochEntry, end int64) []protocol.EpochEntry {
-	out := make([]protocol.EpochEntry, 0, len(history))
-	for _, e := range history {
-		e.StartOffset = min(e.StartOffset, end)
-		if n := len(out); n > 0 && out[n-1].StartOffset == e.StartOffset {
-			out = out[:n-1]
-		}
-		out = append(out, e)
-	}
-	return out
 }

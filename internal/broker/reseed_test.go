@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"slices"
 	"time"
 
 	"errors"
@@ -78,14 +77,4 @@ func TestReplicaWithDamagedLogReseedsFromTheMaster(t *testing.T) {
 	damageLastSegment(t, mopts.DataDir)
 	_, err = New(mopts)
 	testutil.True(t, errors.Is(err, store.ErrCorrupt), "a damaged master refuses to start", err)
-}
-
-// An epoch history naming offsets past the end of the log (the broker began
-// the epoch, then lost the unflushed tail) is cut back to the log.
-func TestClampEpochsToTheLog(t *testing.T) {
-	h := []protocol.EpochEntry{{Epoch: 5, StartOffset: 0}, {Epoch: 6, StartOffset: 600}, {Epoch: 7, StartOffset: 900}, {Epoch: 8, StartOffset: 950}}
-	got := clampEpochs(h, 700)
-	want := []protocol.EpochEntry{{Epoch: 5, StartOffset: 0}, {Epoch: 6, StartOffset: 600}, {Epoch: 8, StartOffset: 700}}
-	testutil.True(t, slices.Equal(got, want), got)
-	testutil.True(t, slices.Equal(clampEpochs(h, 1000), h), "a log that holds every epoch is left alone")
 }
