@@ -79,15 +79,5 @@ func quarantine(dir string) (string, error) {
 			return "", err
 		}
 	}
-	return dst, syncDir(dir)
-}
-
-// syncDir makes renames in dir durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
+	return dst, store.SyncDir(dir)
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/zonemq/zonemq/internal/powerfs"
 )
@@ -124,10 +123,4 @@ func (d *drill) powerOff(e ChaosEvent) (func(context.Context) error, error) {
 		}
 		return nil
 	}, nil
-}
-
-// powerAvailable says whether FUSE can be mounted here.
-func powerAvailable() bool {
-	_, err := os.Stat("/dev/fuse")
-	return err == nil && os.Geteuid() == 0 && syscall.Getuid() == 0
 }

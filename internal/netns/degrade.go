@@ -3,7 +3,6 @@ package netns
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 )
 
 // Flaky links: a link's shaping changed for a while — more delay, jitter,
@@ -83,6 +82,3 @@ func (t *Topology) degradedLink(from, to int) (Link, bool) {
 	l, ok := (*cur)[Pair{from, to}]
 	return l, ok
 }
-
-// degradedState is the Topology field Degrade and Restore keep.
-type degradedState = atomic.Pointer[degraded]

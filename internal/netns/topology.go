@@ -30,6 +30,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -88,7 +89,7 @@ type Topology struct {
 	cuts    map[Pair]bool // directed: A→B dropped; caller holds mu
 	delay   *delayLine    // the user-space shaper, if any
 	// degraded holds the links Degrade changed (degrade.go).
-	degraded degradedState
+	degraded atomic.Pointer[degraded]
 	// serviceCuts maps each service cut to its filter preference.
 	serviceCuts           map[serviceCut]int
 	nextServicePreference int

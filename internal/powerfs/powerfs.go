@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -290,15 +291,11 @@ func (p *FS) renamed(from, to string, moved uint64) {
 		r.mu.Lock()
 		if r.path == from {
 			r.path = to
-		} else if rel, err := filepath.Rel(from, r.path); err == nil && rel != ".." && !startsWithDotDot(rel) {
-			r.path = filepath.Join(to, rel)
+		} else if rest, ok := strings.CutPrefix(r.path, from+"/"); ok {
+			r.path = filepath.Join(to, rest) // a file of a renamed folder
 		}
 		r.mu.Unlock()
 	}
-}
-
-func startsWithDotDot(rel string) bool {
-	return len(rel) >= 3 && rel[:3] == "../" || rel == ".."
 }
 
 // capture remembers the synced bytes of [off, off+n) before they change.

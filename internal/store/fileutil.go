@@ -66,6 +66,10 @@ func writeFileAtomic(path string, data []byte) error {
 
 // syncDir fsyncs a directory so that creations, renames and removals in it
 // survive a crash.
+// SyncDir makes the entries of dir (creations, renames) durable, as the
+// store does for its own folders.
+func SyncDir(dir string) error { return syncDir(dir) }
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
