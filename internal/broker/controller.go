@@ -79,6 +79,7 @@ func (r *replication) controllerLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-r.ctrlKick:
 		}
 	}
 }
@@ -91,6 +92,9 @@ func (r *replication) controllerBeat(ctx context.Context) error {
 	h := protocol.ControllerHeartbeatRequestHeader{
 		Cluster: s.opts.Cluster, BrokerName: s.opts.BrokerName, BrokerID: s.opts.BrokerID, Addr: s.addr, IDC: s.opts.IDC,
 		Epoch: r.lastEpoch(), LogEnd: s.store.CommitLogMaxOffset(), Role: protocol.RoleReplica,
+	}
+	if !r.state.Master {
+		h.NoLead = r.leadRefusalLocked()
 	}
 	if r.state.Master {
 		h.Role = protocol.RoleMaster
@@ -167,16 +171,16 @@ func (r *replication) applyControllerAnswer(ans protocol.ControllerHeartbeatResp
 	me := s.opts.BrokerID
 	r.mu.Lock()
 	switch {
-	case ans.MasterID == me && ans.Epoch >= r.lastEpoch() && !r.state.Master && s.reseeded:
-		// This broker moved its damaged log aside at start (reseed.go) and
-		// holds only what it copied since: it may lack what the group
-		// acknowledged, so it does not lead; without its lease the
-		// controller elects another member.
+	case ans.MasterID == me && ans.Epoch >= r.lastEpoch() && !r.state.Master && r.leadRefusalLocked() != "":
+		// This broker may lack what the group acknowledged, so it does
+		// not lead; without its lease the controller elects another
+		// member.
+		why := r.leadRefusalLocked()
 		r.mu.Unlock()
 		if !r.refusedLead.Swap(true) {
-			s.logger.Error("the controller names this broker master, but it copied its log again after damage and may lack "+
-				"acknowledged messages: refusing; another member will be elected (or force one: zonemq admin broker elect)",
-				"epoch", ans.Epoch, "logEnd", s.store.CommitLogMaxOffset())
+			s.logger.Error("the controller names this broker master, but it may lack acknowledged messages: refusing; "+
+				"another member will be elected (or force one: zonemq admin broker elect)",
+				"why", why, "epoch", ans.Epoch, "logEnd", s.store.CommitLogMaxOffset())
 		}
 	case ans.MasterID == me && ans.Epoch >= r.lastEpoch():
 		promoted := false
@@ -200,6 +204,12 @@ func (r *replication) applyControllerAnswer(ans protocol.ControllerHeartbeatResp
 			s.logger.Error("persisting the role the controller gave", "err", err)
 		}
 		if promoted {
+			// The controller leases only a master's report, which names
+			// its in-sync set first: send it now.
+			select {
+			case r.ctrlKick <- struct{}{}:
+			default:
+			}
 			s.logger.Info("the controller elected this broker master", "epoch", ans.Epoch, "logEnd", s.store.CommitLogMaxOffset())
 			s.afterPromotion()
 			s.namesrvs.kickAll()
@@ -229,6 +239,24 @@ func (r *replication) applyControllerAnswer(ans protocol.ControllerHeartbeatResp
 	default:
 		r.mu.Unlock()
 	}
+}
+
+// leadRefusalLocked says why this broker must not be master now, "" when
+// it may: it moved its damaged log aside at start and holds only what it
+// copied since (reseed.go), or its log ends before its last epoch began —
+// it lost records it had when that epoch started (a power loss took the
+// unsynced tail it fetched as a replica, a disk was damaged). Either way
+// another copy may hold acknowledged messages it lacks. Caller holds mu.
+func (r *replication) leadRefusalLocked() string {
+	if r.s.reseeded {
+		return "it copied its log again after damage"
+	}
+	end := r.s.store.CommitLogMaxOffset()
+	if n := len(r.state.Epochs); n > 0 && end < r.state.Epochs[n-1].StartOffset {
+		last := r.state.Epochs[n-1]
+		return fmt.Sprintf("its log ends at %d, before its epoch %d began at %d: it lost records since", end, last.Epoch, last.StartOffset)
+	}
+	return ""
 }
 
 // kickFollow makes the replica loop look for its master again now.

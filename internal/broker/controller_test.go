@@ -2,13 +2,11 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -255,34 +253,7 @@ func TestControllerSwitchoverGoesThroughTheController(t *testing.T) {
 	createTopic(t, c, b0.Addr(), "SwitchTopic", 4)
 	waitInSync(t, b0, 1)
 	// The controller elects only live members it knows in sync.
-	waitControllerInSync := func(id int64) {
-		t.Helper()
-		testutil.Eventually(t, 15*time.Second, func() error {
-			for _, addr := range ctrl {
-				resp := invoke(t, c, addr, protocol.ControllerGetStatus, nil, nil)
-				var st protocol.ControllerStatus
-				if err := json.Unmarshal(resp.Body, &st); err != nil {
-					return err
-				}
-				if !st.IsLeader {
-					continue
-				}
-				for _, g := range st.Groups {
-					if g.BrokerName != "broker-s" || !slices.Contains(g.InSync, id) {
-						continue
-					}
-					for _, m := range g.Members {
-						if m.ID == id && m.Alive {
-							return nil
-						}
-					}
-				}
-				return fmt.Errorf("the controller's view lacks broker %d in sync: %+v", id, st.Groups)
-			}
-			return fmt.Errorf("no controller leader")
-		})
-	}
-	waitControllerInSync(1)
+	waitControllerInSync(t, c, ctrl, "broker-s", 1)
 	testutil.Eventually(t, 15*time.Second, func() error {
 		if resp := sendRaw(t, c, b0.Addr(), "SwitchTopic", 0, nil, []byte("x")); resp.Code != int32(protocol.Success) {
 			return fmt.Errorf("the master does not acknowledge yet: %s", resp.Remark)
@@ -358,7 +329,7 @@ func TestControllerSwitchoverGoesThroughTheController(t *testing.T) {
 	sw := protocol.ReplicaSwitchRequestHeader{BrokerName: "broker-s", To: 1}
 	expectCode(t, invoke(t, c, b0.Addr(), protocol.ReplicaSwitch, sw.Ext(), nil), protocol.ServiceNotAvailable, "switch sent to a replica")
 	waitInSync(t, b1, 1)
-	waitControllerInSync(0)
+	waitControllerInSync(t, c, ctrl, "broker-s", 0)
 	mu.Lock()
 	n := len(acked)
 	mu.Unlock()

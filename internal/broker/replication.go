@@ -102,8 +102,8 @@ type replication struct {
 	// fresh: the data directory had no replication state (a new broker,
 	// or one whose disk was replaced).
 	fresh bool
-	// refusedLead is set once a reseeded broker has refused the master
-	// role (controller.go), so it says so once.
+	// refusedLead is set once the broker has refused the master role
+	// (controller.go, leadRefusalLocked), so it says so once.
 	refusedLead atomic.Bool
 
 	// Controller mode (controller.go): the lease end (monoNanos) and the
@@ -111,6 +111,10 @@ type replication struct {
 	leaseUntil atomic.Int64
 	ctrlLeader string
 	ctrlClient *remoting.Client // connections to the controller's voters
+	// ctrlKick asks the controller loop to report now (one slot): a
+	// broker just elected asks for its lease at once, not a heartbeat
+	// interval later.
+	ctrlKick chan struct{}
 }
 
 // offsetKey names one consumer offset.
@@ -138,6 +142,7 @@ func newReplication(s *Server) (*replication, error) {
 	r := &replication{
 		s: s, replicas: map[int64]*replicaPeer{}, roleCh: make(chan struct{}),
 		ackCh: make(chan struct{}), dataCh: make(chan struct{}), dirtyOffsets: map[offsetKey]struct{}{},
+		ctrlKick: make(chan struct{}, 1),
 	}
 	found, err := s.store.LoadMetadata(replicationStateMetadata, &r.state)
 	if err != nil {
@@ -149,6 +154,14 @@ func newReplication(s *Server) (*replication, error) {
 	} else if r.state.Master != (s.opts.BrokerID == protocol.MasterID) {
 		s.logger.Warn("the data directory's role differs from --id (a switchover changed it); keeping the data directory's",
 			"master", r.state.Master, "registeredId", r.state.RegisteredID, "id", s.opts.BrokerID)
+	}
+	if why := r.leadRefusalLocked(); why != "" && r.state.Master && r.controllerMode() {
+		// A master that lost records since its epoch began starts as a
+		// replica: the controller elects another member, and this one
+		// copies back what it lost.
+		s.logger.Error("this broker was master but may lack acknowledged messages: starting as a replica; "+
+			"the controller elects another member", "why", why, "logEnd", s.store.CommitLogMaxOffset())
+		r.state = replicationState{RegisteredID: r.replicaRegID(), Epochs: r.state.Epochs}
 	}
 	if r.state.Master {
 		r.state.RegisteredID = protocol.MasterID

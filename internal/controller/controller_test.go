@@ -436,3 +436,104 @@ func TestControllerSkipsAReplicaWhoseLogShrank(t *testing.T) {
 		return nil
 	})
 }
+
+// A master that comes back having lost records — its log shorter than it
+// reported, or shorter than a replica that follows it at its epoch (a power
+// loss took its unsynced tail) — keeps heartbeating, but gets no lease, its
+// in-sync set (which leaves out the replicas that now refuse it) is not
+// taken, and the group is given to the member with the most log. So is a
+// master that heartbeats only as a replica (a broker refusing the role).
+func TestControllerElectsAwayFromAMasterThatLostRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		master func(b *testBroker)
+	}{
+		{"outrun by a replica", func(b *testBroker) { b.logEnd, b.inSync = 4500, nil }},
+		{"log shrank", func(b *testBroker) { b.logEnd, b.inSync = 4950, nil }},
+		{"refuses the role", func(b *testBroker) { b.role, b.inSync = protocol.RoleReplica, nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCluster(t, 3)
+			leader := c.leader()
+			brokers := c.establishGroup(leader, []int64{1, 2})
+			m := brokers[0]
+			tc.master(m)
+			out, err := c.heartbeat(leader.srv.Addr(), m)
+			testutil.NoError(t, err)
+			testutil.Equal(t, out.LeaseMillis, int64(0), "no lease for a master that lost records")
+			testutil.Eventually(t, testDeadline, func() error {
+				for _, b := range brokers {
+					if _, err := c.heartbeat(leader.srv.Addr(), b); err != nil {
+						return err
+					}
+				}
+				out, err := c.heartbeat(leader.srv.Addr(), m)
+				if err != nil {
+					return err
+				}
+				testutil.Equal(t, out.LeaseMillis, int64(0), "still no lease")
+				if out.Epoch != 2 || out.MasterID != 1 {
+					return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// An elected master that never takes the role (it dies at once, or
+// refuses it) does not leave its group stuck: the replicas that were in
+// sync before the election stay candidates until the new master reports,
+// and one of them is elected next.
+func TestControllerElectsAgainWhenTheNewMasterNeverTakesTheRole(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, []int64{1, 2})
+	// electedWhile heartbeats from the given brokers until the group's
+	// master is want at epoch.
+	electedWhile := func(want, epoch int64, live ...*testBroker) {
+		t.Helper()
+		testutil.Eventually(t, testDeadline, func() error {
+			var out protocol.ControllerHeartbeatResponseHeader
+			for _, b := range live {
+				var err error
+				if out, err = c.heartbeat(leader.srv.Addr(), b); err != nil {
+					return err
+				}
+			}
+			if out.Epoch != epoch || out.MasterID != want {
+				return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+			}
+			return nil
+		})
+	}
+	// The master falls silent; replica 1 (the most log) is elected, and
+	// dies before it ever heartbeats as master: replica 2 is elected.
+	electedWhile(1, 2, brokers[1], brokers[2])
+	electedWhile(2, 3, brokers[2])
+}
+
+// A member that says it will not lead (NoLead: it copied its log again
+// after damage, or lost records) is not elected, however much log it has.
+func TestControllerDoesNotElectAMemberThatWillNotLead(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, []int64{1, 2})
+	brokers[1].noLead = "it copied its log again after damage"
+	testutil.Eventually(t, testDeadline, func() error {
+		var out protocol.ControllerHeartbeatResponseHeader
+		for _, b := range brokers[1:] {
+			var err error
+			if out, err = c.heartbeat(leader.srv.Addr(), b); err != nil {
+				return err
+			}
+		}
+		if out.MasterID == 1 {
+			t.Fatalf("broker 1 said it will not lead, and was elected at epoch %d", out.Epoch)
+		}
+		if out.Epoch != 2 || out.MasterID != 2 {
+			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+		}
+		return nil
+	})
+}

@@ -29,7 +29,7 @@ func (s *Server) checkLease(key groupKey) {
 	g := s.fsm.group(key)
 	now := s.now()
 	if g == nil || g.MasterID < 0 ||
-		now.Sub(s.live.masterSilentSince(g.Key, g.MasterID)) <= s.opts.MasterLeaseTimeout ||
+		now.Sub(s.live.masterSilentSince(g.Key, g.MasterID, g.Epoch)) <= s.opts.MasterLeaseTimeout ||
 		s.live.leaseActive(g.Key, g.Epoch, now) {
 		return
 	}
@@ -52,18 +52,20 @@ var errNoCandidate = errors.New("no candidate")
 // pickMaster chooses a new master for g other than its current one: the
 // live member with the highest log end (lowest id on a tie), from the
 // in-sync set and never one whose log shrank (liveness.shrunk) unless
-// force. It also returns the highest log end the leader
+// force, nor one that said it will not lead. It also returns the highest log end the leader
 // knows of in the group (what a forced pick may fall short of).
 func (s *Server) pickMaster(g *group, now time.Time, force bool) (int64, int64, error) {
 	best, bestEnd, known := int64(-1), int64(-1), int64(0)
 	for id, m := range g.Members {
 		alive, logEnd, _ := s.live.alive(g.Key, id, now, s.opts.MasterLeaseTimeout)
 		known = max(known, m.LogEnd, logEnd)
-		if id == g.MasterID || !alive || (!force && (!g.inSync(id) || s.live.shrunk(g.Key, id))) {
+		if id == g.MasterID || !alive || s.live.noLead(g.Key, id) != "" ||
+			(!force && (!g.inSync(id) || s.live.shrunk(g.Key, id))) {
 			// A member whose log shrank since it last reported (its disk
 			// lost data, its log was moved aside) may lack what the group
 			// acknowledged: the chaos campaign saw one elected with a
-			// damaged log and every other copy then cut to match it.
+			// damaged log and every other copy then cut to match it. One
+			// that says it will not lead would refuse the role.
 			continue
 		}
 		if logEnd > bestEnd || (logEnd == bestEnd && id < best) {

@@ -227,12 +227,20 @@ func (f *fsm) applyElectLocked(c *command) error {
 	if m == nil {
 		return fmt.Errorf("broker %d is not a member of %s", c.ID, c.Key)
 	}
+	// The set keeps its replicas, without the old master and with the new
+	// one, until the new master's first report, which is committed before
+	// its first lease: nothing is written at the new epoch before, so the
+	// replicas that held everything acknowledged still do, and one of them
+	// can be elected instead if the new master never takes the role (it
+	// died at once, or refused: the chaos campaign saw a group left with a
+	// set of one refusing broker, for ever). The old master rejoins when
+	// the new one reports it in sync.
+	old := g.MasterID
+	set := slices.DeleteFunc(slices.Clone(g.InSync), func(id int64) bool { return id == old })
+	g.InSync = slices.Compact(slices.Sorted(slices.Values(append(set, c.ID))))
 	g.MasterID, g.MasterAddr = c.ID, m.Addr
 	g.Epoch = c.FromEpoch + 1
 	g.record(c.At)
-	// Only the new master is known to hold everything it will serve; the
-	// others rejoin the set when it reports them in sync.
-	g.InSync = []int64{c.ID}
 	return nil
 }
 

@@ -80,7 +80,13 @@ func (s *Server) handleBrokerHeartbeat(_ context.Context, _ *remoting.Conn, req 
 	case g != nil && g.Members[h.BrokerID] == nil && len(g.Members) >= maxMembers:
 		return reply(req, protocol.InvalidParameter, fmt.Sprintf("a broker group has at most %d members", maxMembers))
 	}
-	if c, ok := reportCommand(key, g, &h, inSync); ok {
+	// A master that lost records (its log shrank, or a replica following
+	// it at this epoch holds more) gets no lease and does not count as
+	// heard from, and its in-sync set is not taken: the set it would
+	// report leaves out the replicas that refuse to follow it, and they
+	// are who the next election needs.
+	lost := s.masterLost(key, g, &h, now)
+	if c, ok := reportCommand(key, g, &h, inSync, lost == ""); ok {
 		if err := s.apply(c); err != nil && !errors.Is(err, errStale) {
 			s.logger.Warn("heartbeat not committed", "group", key.String(), "broker", h.BrokerID, "err", err)
 			return reply(req, protocol.ServiceNotAvailable, "the controller could not commit: "+err.Error())
@@ -90,7 +96,8 @@ func (s *Server) handleBrokerHeartbeat(_ context.Context, _ *remoting.Conn, req 
 	out := protocol.ControllerHeartbeatResponseHeader{MasterID: -1}
 	if g != nil {
 		out.MasterID, out.MasterAddr, out.Epoch = g.MasterID, g.MasterAddr, g.Epoch
-		if g.MasterID == h.BrokerID && g.Epoch == h.Epoch {
+		if g.MasterID == h.BrokerID && g.Epoch == h.Epoch && h.Role == protocol.RoleMaster && lost == "" {
+			s.live.led(key, h.BrokerID, h.Epoch, now)
 			lease, err := s.grantLease(key, h.BrokerID, h.Epoch, now)
 			if err != nil {
 				return reply(req, protocol.ServiceNotAvailable, "the controller could not commit the lease: "+err.Error())
@@ -127,9 +134,10 @@ func validateHeartbeat(h *protocol.ControllerHeartbeatRequestHeader) error {
 
 // reportCommand is the command a heartbeat needs committed, if any: a
 // member the group does not know (or at a new address), a master for a
-// group without one, or a change of the master's in-sync set. A log end
-// alone is not committed (the leader keeps it in memory).
-func reportCommand(key groupKey, g *group, h *protocol.ControllerHeartbeatRequestHeader, inSync []int64) (command, bool) {
+// group without one, or a change of the master's in-sync set (when
+// takeInSync). A log end alone is not committed (the leader keeps it in
+// memory).
+func reportCommand(key groupKey, g *group, h *protocol.ControllerHeartbeatRequestHeader, inSync []int64, takeInSync bool) (command, bool) {
 	c := command{Type: cmdReport, Key: key, ID: h.BrokerID, Addr: h.Addr, IDC: h.IDC, LogEnd: h.LogEnd, Epoch: h.Epoch}
 	need := false
 	if g == nil {
@@ -141,13 +149,38 @@ func reportCommand(key groupKey, g *group, h *protocol.ControllerHeartbeatReques
 	if isMaster && (g == nil || (g.MasterID < 0 && h.Epoch >= g.Epoch)) {
 		c.AdoptMaster, need = true, true
 	}
-	if isMaster && (c.AdoptMaster || (g.MasterID == h.BrokerID && g.Epoch == h.Epoch)) {
+	if isMaster && takeInSync && (c.AdoptMaster || (g.MasterID == h.BrokerID && g.Epoch == h.Epoch)) {
 		set := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(inSync), h.BrokerID))))
 		if g == nil || !slices.Equal(set, g.InSync) {
 			c.InSync, c.SetInSync, need = set, true, true
 		}
 	}
 	return c, need
+}
+
+// masterLost says why h, a heartbeat of g's master at its epoch, shows a
+// master that lost records it had ("" when it does not): its log is
+// shorter than it once reported to this leader, or a live replica that
+// follows it at this epoch holds more log than it does (a power loss took
+// its unsynced tail, a disk was damaged). Such a master may lack
+// acknowledged messages, and its replicas rightly refuse to cut their logs
+// to match it: it gets no lease, so the next election gives the group to
+// the member with the most log (docs/controller.md).
+func (s *Server) masterLost(key groupKey, g *group, h *protocol.ControllerHeartbeatRequestHeader, now time.Time) string {
+	if g == nil || g.MasterID != h.BrokerID || g.Epoch != h.Epoch || h.Role != protocol.RoleMaster {
+		return ""
+	}
+	why := ""
+	if s.live.shrunk(key, h.BrokerID) {
+		why = "its log is shorter than it reported before"
+	} else if id, end := s.live.outrun(key, h.BrokerID, h.Epoch, h.LogEnd, now, s.opts.MasterLeaseTimeout); id >= 0 {
+		why = fmt.Sprintf("broker %d, which follows it at this epoch, holds %d bytes of log to its %d", id, end, h.LogEnd)
+	}
+	if why != "" && s.live.block(key, "lost: "+why) {
+		s.logger.Warn("the master lost records it had; no lease, the group gets another master", "group", key.String(),
+			"master", h.BrokerID, "epoch", h.Epoch, "logEnd", h.LogEnd, "why", why)
+	}
+	return why
 }
 
 // grantLease returns the lease for broker id as master of key at epoch,

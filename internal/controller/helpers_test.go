@@ -148,13 +148,14 @@ type testBroker struct {
 	epoch  int64
 	logEnd int64
 	inSync []int64
+	noLead string
 }
 
 func (b *testBroker) header() *protocol.ControllerHeartbeatRequestHeader {
 	return &protocol.ControllerHeartbeatRequestHeader{
 		Cluster: "zc", BrokerName: "g1", BrokerID: b.id, Addr: fmt.Sprintf("127.0.%d.1:109%02d", b.id+1, b.id),
 		IDC: fmt.Sprintf("idc%d", b.id+1), Epoch: b.epoch, LogEnd: b.logEnd, Role: b.role,
-		InSyncIDs: protocol.FormatIDs(b.inSync),
+		InSyncIDs: protocol.FormatIDs(b.inSync), NoLead: b.noLead,
 	}
 }
 

@@ -41,11 +41,18 @@ type memberLiveness struct {
 	logEnd   int64
 	epoch    int64
 	role     string
+	noLead   string // why the broker will not lead now ("" when it will)
 	// peak is the longest log this leader has heard the broker report
 	// since it last held all of it: a log end below it means the broker
 	// lost data it once had (a damaged disk, a log moved aside, a tail
 	// truncated) and may lack acknowledged messages.
 	peak int64
+	// ledAt is the broker's last heartbeat as the group's master at
+	// ledEpoch that the leader accepted (Server.leads): a master that
+	// heartbeats only as a replica, or that lost records, is silent as a
+	// master however often it calls.
+	ledAt    time.Time
+	ledEpoch int64
 }
 
 func newLiveness() *liveness { return &liveness{groups: map[groupKey]*groupLiveness{}} }
@@ -73,11 +80,41 @@ func (l *liveness) seen(k groupKey, h *protocol.ControllerHeartbeatRequestHeader
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	gl := l.groupLocked(k)
-	peak := h.LogEnd
-	if prev := gl.members[h.BrokerID]; prev != nil {
-		peak = max(prev.peak, h.LogEnd)
+	m := gl.members[h.BrokerID]
+	if m == nil {
+		m = &memberLiveness{}
+		gl.members[h.BrokerID] = m
 	}
-	gl.members[h.BrokerID] = &memberLiveness{lastSeen: now, logEnd: h.LogEnd, epoch: h.Epoch, role: h.Role, peak: peak}
+	m.lastSeen, m.logEnd, m.epoch, m.role, m.noLead = now, h.LogEnd, h.Epoch, h.Role, h.NoLead
+	m.peak = max(m.peak, h.LogEnd)
+}
+
+// led records an accepted heartbeat of k's master id at epoch.
+func (l *liveness) led(k groupKey, id, epoch int64, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := l.groupLocked(k).members[id]; m != nil {
+		m.ledAt, m.ledEpoch = now, epoch
+	}
+}
+
+// outrun returns a live member of k other than master that follows it at
+// epoch and holds more log than masterEnd (-1 when none): its data past
+// the epoch's start came from the master, so the master lost records it
+// had written or acknowledged.
+func (l *liveness) outrun(k groupKey, master, epoch, masterEnd int64, now time.Time, timeout time.Duration) (int64, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	gl := l.groups[k]
+	if gl == nil {
+		return -1, 0
+	}
+	for id, m := range gl.members {
+		if id != master && m.epoch == epoch && m.logEnd > masterEnd && now.Sub(m.lastSeen) <= timeout {
+			return id, m.logEnd
+		}
+	}
+	return -1, 0
 }
 
 // shrunk reports whether broker id of k reports less log than it once did
@@ -92,6 +129,16 @@ func (l *liveness) shrunk(k groupKey, id int64) bool {
 	}
 	m := gl.members[id]
 	return m != nil && m.logEnd < m.peak
+}
+
+// noLead is why broker id of k said it will not lead ("" when it did not).
+func (l *liveness) noLead(k groupKey, id int64) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if gl := l.groups[k]; gl != nil && gl.members[id] != nil {
+		return gl.members[id].noLead
+	}
+	return ""
 }
 
 // alive reports whether broker id of k was heard from within timeout, and
@@ -110,10 +157,10 @@ func (l *liveness) alive(k groupKey, id int64, now time.Time, timeout time.Durat
 	return now.Sub(m.lastSeen) <= timeout, m.logEnd, m.lastSeen
 }
 
-// masterSilentSince is when the master's silence started counting: its
-// last heartbeat, but no earlier than this leader's start or the last
-// election here.
-func (l *liveness) masterSilentSince(k groupKey, masterID int64) time.Time {
+// masterSilentSince is when the silence of masterID, master at epoch,
+// started counting: its last heartbeat as that master (liveness.led), but
+// no earlier than this leader's start or the last election here.
+func (l *liveness) masterSilentSince(k groupKey, masterID, epoch int64) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.since
@@ -124,8 +171,8 @@ func (l *liveness) masterSilentSince(k groupKey, masterID int64) time.Time {
 	if gl.electedAt.After(t) {
 		t = gl.electedAt
 	}
-	if m := gl.members[masterID]; m != nil && m.lastSeen.After(t) {
-		t = m.lastSeen
+	if m := gl.members[masterID]; m != nil && m.ledEpoch == epoch && m.ledAt.After(t) {
+		t = m.ledAt
 	}
 	return t
 }

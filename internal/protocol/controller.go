@@ -56,13 +56,17 @@ type ControllerHeartbeatRequestHeader struct {
 	// InSyncIDs is a master's in-sync replica ids, comma-separated (see
 	// FormatIDs); a replica leaves it empty.
 	InSyncIDs string
+	// NoLead, when set, is why the broker will not take the master role
+	// now (it may lack acknowledged messages): the controller does not
+	// elect it. Older controllers ignore it; the broker refuses anyway.
+	NoLead string
 }
 
 // Ext implements Header.
 func (h *ControllerHeartbeatRequestHeader) Ext() map[string]string {
 	return ExtWriter{}.Str("cluster", h.Cluster).Str("brokerName", h.BrokerName).Int("brokerId", h.BrokerID).
 		Str("addr", h.Addr).OptStr("idc", h.IDC).Int("epoch", h.Epoch).Int("logEnd", h.LogEnd).
-		Str("role", h.Role).OptStr("inSyncIds", h.InSyncIDs)
+		Str("role", h.Role).OptStr("inSyncIds", h.InSyncIDs).OptStr("noLead", h.NoLead)
 }
 
 // SetExt implements Header.
@@ -77,6 +81,7 @@ func (h *ControllerHeartbeatRequestHeader) SetExt(ext map[string]string) error {
 	h.LogEnd = r.Int64("logEnd")
 	h.Role = r.String("role")
 	h.InSyncIDs = r.OptString("inSyncIds")
+	h.NoLead = r.OptString("noLead")
 	return r.Err()
 }
 
