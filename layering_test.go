@@ -50,7 +50,7 @@ var allowedImports = map[string][]string{
 	"internal/store":    {"internal/protocol"},
 	"internal/idc":      {},
 	"internal/namesrv":  {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/member", "internal/metrics"},
-	"internal/broker":   {"internal/remoting", "internal/protocol", "internal/store", "internal/idc", "internal/filter", "internal/acl", "internal/member", "internal/metrics"},
+	"internal/broker":   {"internal/remoting", "internal/protocol", "internal/store", "internal/idc", "internal/filter", "internal/acl", "internal/member", "internal/metrics", "internal/wallclock"},
 	"internal/addrsrv":  {"internal/remoting", "internal/protocol", "internal/idc", "internal/acl", "internal/member", "internal/metrics"},
 	"client":            {"internal/remoting", "internal/protocol", "internal/idc", "internal/filter", "internal/acl", "internal/member"},
 	// The admin API (issue 26), beside the SDK as rocketmq-client-go's
@@ -63,13 +63,18 @@ var allowedImports = map[string][]string{
 		"internal/remoting",
 		// Not in §5 yet: the disaster drill and the controller (see
 		// their rows below).
-		"internal/drill", "internal/controller", "internal/member", "internal/loadgen", "internal/proxy"),
+		"internal/drill", "internal/controller", "internal/member", "internal/loadgen", "internal/proxy",
+		// The broker command watches the clock-skew file of a chaos run.
+		"internal/wallclock"),
 	// Not in ARCHITECTURE.md §5 yet (issue 12): RocketMQ ACL 1.0 checking and
 	// signing, standard library only, so servers and the SDK share it.
 	"internal/acl":      {"internal/remoting", "internal/protocol", "internal/member"},
 	"internal/testutil": {},
 	// The drill's power-loss disks (FUSE); standard library and go-fuse.
 	"internal/powerfs": {},
+	// The broker's wall clock, which the chaos campaign's clock faults
+	// step (issue 23). Standard library only.
+	"internal/wallclock": {},
 	// The SQL92 property-filter compiler. A leaf: the broker evaluates
 	// filters on pull, the SDK checks them at Subscribe.
 	"internal/filter": {},
@@ -79,7 +84,7 @@ var allowedImports = map[string][]string{
 	// places processes and sockets in an IDC's network namespace).
 	// In controller mode it reads and drives the controller as the
 	// operator's admin tool does (internal/controller's client).
-	"internal/drill": {"client", "client/admin", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller", "internal/member", "internal/store", "internal/powerfs"},
+	"internal/drill": {"client", "client/admin", "internal/protocol", "internal/idc", "internal/netns", "internal/ledger", "internal/controller", "internal/member", "internal/store", "internal/powerfs", "internal/wallclock"},
 	// The drill's checker (issue 10): a leaf over plain records, reusable
 	// by any test that keeps a ledger of acknowledgements and deliveries.
 	"internal/ledger": {},
@@ -114,6 +119,9 @@ var allowedImports = map[string][]string{
 	// The official RocketMQ 5 Go client in a process of its own, for tests
 	// (it registers the same protobuf names as internal/rmqpb).
 	"test/v5peer": {},
+	// The stock remoting Go client as one application of the chaos
+	// campaign (issue 23), a process of its own like v5peer.
+	"test/rmqpeer": {},
 }
 
 // prometheusClient is the module of prometheus/client_golang.
@@ -144,6 +152,7 @@ var allowedThirdParty = map[string][]string{
 	// `zonemq bench --access-point` speaks the RocketMQ 5 protocol.
 	"internal/loadgen": {"google.golang.org/grpc"},
 	"test/v5peer":      {"github.com/apache/rocketmq-clients/golang/v5"},
+	"test/rmqpeer":     {"github.com/apache/rocketmq-client-go/v2"},
 }
 
 // goPackage is the part of `go list -json` output the checks read.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/broker"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 func init() {
@@ -396,6 +397,9 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				logger.Warn("config: " + w)
 			}
 			ba.opts.Logger = logger
+			// The chaos campaign's clock faults (zonemq drill --chaos):
+			// nothing unless ZONEMQ_CLOCK_SKEW_FILE is set.
+			go wallclock.Watch(ctx, logger, 100*time.Millisecond)
 			return broker.New(ba.opts)
 		},
 		func(s *broker.Server) {

@@ -47,9 +47,12 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"3 IDCs with 3 copies of every group and the controller unless --idcs/--replicas say otherwise;\n"+
 		"the plan is written to the work dir's chaos-plan.json (docs/disaster-recovery.md)")
 	seed := fs.Uint64("seed", 1, "with --chaos: the seed that picks the faults")
-	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause, corrupt (replicas only);\n"+
+	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause, corrupt (replicas only),\n"+
+		"clock (a broker's wall clock stepped by up to ±15 min);\n"+
 		"with FUSE (root, /dev/fuse) also power, disk-full; with --netns also isolate, one-way, flaky\n(default all that apply)")
 	replay := fs.String("replay", "", "with --chaos: play this chaos-plan.json `file` instead of a seeded plan")
+	stockPeer := fs.String("stock-peer", "", "run the stock remoting Go client (rocketmq-client-go) as one more workload: the `binary`\n"+
+		"built from test/rmqpeer (go build -o /tmp/rmqpeer ./test/rmqpeer)")
 	timeline := fs.String("timeline", "", "with --chaos: write the campaign's SVG picture (faults, sends and errors per IDC) to this `file`\n"+
 		"(default: timeline.svg in the work dir)")
 	if err := parseFlags(fs, args, nil); err != nil {
@@ -111,6 +114,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Progress:       stderr,
 		Terminal:       isTerminal(stderr),
 		Chaos:          chaosOpts,
+		StockPeer:      *stockPeer,
 	})
 	if err != nil {
 		return err

@@ -70,6 +70,7 @@ import (
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // DefaultRegion is the MSG_REGION every send answer carries (RocketMQ's
@@ -201,6 +202,7 @@ func New(opts Options) (*Server, error) {
 
 	sopts := store.NewOptions()
 	sopts.Dir = opts.DataDir
+	sopts.Clock = wallclock.Now
 	sopts.SegmentSize = opts.SegmentSize
 	sopts.Flush = opts.Flush
 	sopts.FileReservedTime = opts.FileReservedTime

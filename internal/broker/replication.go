@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // A broker group is the brokers that share a name: one master (registered
@@ -292,7 +293,7 @@ func (r *replication) provenSuccessor(ctx context.Context, addr string, id int64
 // epoch number of the group's earlier history; its replicas then see an
 // epoch it never had and refuse to drop their data for it.
 func nextEpoch(last int64) int64 {
-	return max(last+1, time.Now().Unix())
+	return max(last+1, wallclock.Now().Unix())
 }
 
 // liveGroup asks the name servers for this group's live master at another

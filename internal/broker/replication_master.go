@@ -81,7 +81,11 @@ func (s *Server) handleReplicaHello(ctx context.Context, c *remoting.Conn, req *
 	if p == nil || p.conn != c {
 		p = &replicaPeer{id: h.ReplicaID}
 		r.replicas[h.ReplicaID] = p
-		c.OnClose(func(*remoting.Conn) { r.dropReplica(h.ReplicaID, c) })
+		// On a connection that closed already OnClose runs the callback
+		// at once, here, under mu: dropReplica then waits for mu on a
+		// goroutine of its own (taking it here deadlocked the master, every
+		// send and replica with it: found by the chaos campaign).
+		c.OnClose(func(*remoting.Conn) { go r.dropReplica(h.ReplicaID, c) })
 	}
 	p.addr, p.idc, p.conn, p.acked, p.inSync, p.lastSeen = h.ReplicaAddr, h.IDC, c, truncateTo, false, time.Now()
 	s.logger.Info("replica connected", "replica", h.ReplicaID, "addr", h.ReplicaAddr, "replicaIdc", h.IDC,

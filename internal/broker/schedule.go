@@ -14,6 +14,7 @@ import (
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // DefaultMessageDelayLevel is RocketMQ's default messageDelayLevel: the
@@ -169,7 +170,7 @@ func (d *scheduleService) deliverLoop(ctx context.Context) {
 				next[i] = 0
 			}
 		}
-		now := time.Now().UnixMilli()
+		now := wallclock.UnixMilli()
 		earliest := int64(idle)
 		for i := range next {
 			if next[i] <= now {
@@ -182,7 +183,7 @@ func (d *scheduleService) deliverLoop(ctx context.Context) {
 		}
 		wait := time.Hour
 		if earliest != idle {
-			wait = time.Until(time.UnixMilli(earliest))
+			wait = time.Duration(earliest-wallclock.UnixMilli()) * time.Millisecond
 		}
 		if flushIn, ok := d.flushIfDue(); ok {
 			wait = min(wait, flushIn)

@@ -7,6 +7,7 @@ import (
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // Idempotent retries. A send whose attempt went unanswered — the answer
@@ -23,7 +24,9 @@ import (
 
 // retryLookback bounds how far back a retry's first copy is looked for:
 // far beyond any send timeout, and it keeps the lookup to the newest
-// segment's key index.
+// segments' key indexes. The two newest segments are always looked
+// through, whatever their store times (store.QueryRecentByKey): a wall
+// clock stepped between the attempts does not hide the first copy.
 const retryLookback = 5 * time.Minute
 
 // storedRetry answers a retried single send with its stored copy, or
@@ -36,7 +39,7 @@ func (s *Server) storedRetry(ctx context.Context, req *remoting.Command, h *prot
 	if err := s.repl.checkWritable(); err != nil {
 		return s.putErrorResponse(req, h.Topic, err)
 	}
-	found, err := s.store.QueryByKey(h.Topic, uniq, 4, time.Now().Add(-retryLookback).UnixMilli(), 0)
+	found, err := s.store.QueryRecentByKey(h.Topic, uniq, 4, wallclock.Now().Add(-retryLookback).UnixMilli())
 	if err != nil {
 		return nil
 	}

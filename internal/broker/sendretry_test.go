@@ -8,6 +8,7 @@ import (
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/testutil"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // A send marked as a retry whose UNIQ_KEY the topic already holds is
@@ -85,4 +86,43 @@ func TestSendHeaderRetryMarkRoundTrips(t *testing.T) {
 		}
 		testutil.True(t, got.Retry, "retry mark read back (v2 %v)", v2)
 	}
+}
+
+// A retry finds its first copy across a step of the wall clock: forward
+// (the records after the step are stamped ahead of the first copy, which
+// then lies beyond the lookback of the stepped clock), and back (a first
+// copy stamped by a clock 10 minutes slow, as a master's whose clock ran
+// behind the new master's). Found by planning the chaos campaign's clock
+// fault; the two newest segments are always looked through.
+func TestRetryFindsItsFirstCopyAcrossAClockStep(t *testing.T) {
+	t.Cleanup(func() { wallclock.Set(0) })
+	wallclock.Set(-10 * time.Minute)
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a"))
+	c := newRawClient(t)
+	const topic = "ClockTopic"
+	createTopic(t, c, s.Addr(), topic, 4)
+	send := func(uniq string, queue int32, retry bool) protocol.SendMessageResponseHeader {
+		t.Helper()
+		h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: topic, DefaultTopic: protocol.AutoCreateTopicKey,
+			DefaultTopicQueueNums: 4, QueueID: queue, BornTimestamp: time.Now().UnixMilli(), Retry: retry,
+			Properties: protocol.EncodeProperties(map[string]string{protocol.PropertyUniqClientMessageID: uniq})}
+		resp := invoke(t, c, s.Addr(), protocol.SendMessage, h.Ext(), []byte("body of "+uniq))
+		expectCode(t, resp, protocol.Success, "send "+uniq)
+		var rh protocol.SendMessageResponseHeader
+		testutil.NoError(t, rh.SetExt(resp.ExtFields), "send response")
+		return rh
+	}
+	slow := send("SLOW", 1, false) // stamped 10 minutes behind
+	wallclock.Set(0)
+	again := send("SLOW", 2, true)
+	testutil.Equal(t, again.QueueID, slow.QueueID, "a retry after the clock caught up finds the copy a slow clock stamped")
+	testutil.Equal(t, again.QueueOffset, slow.QueueOffset, "and its offset")
+
+	first := send("STEP", 1, false)
+	wallclock.Set(10 * time.Minute)
+	send("AFTER", 3, false) // stamped ahead
+	again = send("STEP", 2, true)
+	testutil.Equal(t, again.QueueID, first.QueueID, "a retry after a forward step finds the first copy")
+	testutil.Equal(t, again.QueueOffset, first.QueueOffset, "and its offset")
+	testutil.Equal(t, s.store.MaxOffset(topic, 2), int64(0), "the retries stored nothing")
 }

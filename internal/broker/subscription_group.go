@@ -6,10 +6,10 @@ import (
 	"maps"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // subscriptionGroupsMetadata is the store metadata name of the group table.
@@ -61,7 +61,7 @@ func (t *subscriptionGroupTable) getOrCreate(group string) protocol.Subscription
 	g = protocol.NewSubscriptionGroupConfig(group)
 	t.groups[group] = g
 	t.version.Counter++
-	t.version.Timestamp = time.Now().UnixMilli()
+	t.version.Timestamp = wallclock.UnixMilli()
 	if err := t.store.SaveMetadata(subscriptionGroupsMetadata, t.wrapperLocked()); err != nil {
 		// The group still works from memory; it is persisted with the next
 		// change.
@@ -99,6 +99,6 @@ func (t *subscriptionGroupTable) put(g protocol.SubscriptionGroupConfig) error {
 	defer t.mu.Unlock()
 	t.groups[g.GroupName] = g
 	t.version.Counter++
-	t.version.Timestamp = time.Now().UnixMilli()
+	t.version.Timestamp = wallclock.UnixMilli()
 	return t.store.SaveMetadata(subscriptionGroupsMetadata, t.wrapperLocked())
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // defaultSwitchTimeout bounds a switchover's wait for the new master to
@@ -205,7 +206,7 @@ func (s *Server) handleReplicaPromote(ctx context.Context, c *remoting.Conn, req
 	// (nextEpoch); one far beyond it is no promotion a member would ask
 	// for (issue 22: epoch 2^40 made a second master), and would push
 	// every later epoch out of reach.
-	if limit := time.Now().Unix() + maxEpochAhead; h.Epoch > limit {
+	if limit := wallclock.Now().Unix() + maxEpochAhead; h.Epoch > limit {
 		return errorf(req, protocol.InvalidParameter, "promotion to epoch %d refused: epochs run near the Unix time in seconds, "+
 			"and this one is more than a day ahead of it (%d)", h.Epoch, limit)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -319,4 +320,59 @@ func TestBrokerSyncReplicationSilentReplicaTimesOut(t *testing.T) {
 		}
 		fetch()
 	}
+}
+
+// A replica's HELLO whose connection closed before the master handled it
+// does not hang the master. Registering the close callback on a closed
+// connection runs it at once, and it took the lock the handler held: the
+// chaos campaign saw a restarted master's every send and replica hang for
+// good. The test holds the lock while the connection goes, as a busy
+// master would.
+func TestReplicaHelloOnAClosedConnectionDoesNotHangTheMaster(t *testing.T) {
+	opts := testBrokerOptions(t, "127.0.1.1", "idc1", "broker-h")
+	opts.Replication = ReplicationAsync
+	s := startBroker(t, opts)
+	c := newRawClient(t)
+	createTopic(t, c, s.Addr(), "HelloTopic", 1)
+
+	s.repl.mu.Lock()
+	nc, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		s.repl.mu.Unlock()
+		t.Fatal(err)
+	}
+	hello := protocol.ReplicaHelloRequestHeader{BrokerName: "broker-h", ReplicaID: 1, ReplicaAddr: "127.0.2.1:1", IDC: "idc2",
+		SegmentSize: s.store.SegmentSize()}
+	_, err = nc.Write(remoting.EncodeFrame(remoting.NewRequest(int32(protocol.ReplicaHello), hello.Ext(), nil)))
+	nc.Close()
+	closed := func() error {
+		for _, cn := range s.remoting.Conns() {
+			if strings.HasPrefix(cn.RemoteAddr(), nc.LocalAddr().String()) {
+				return fmt.Errorf("the master still has the replica's connection")
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for closed() != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling with the lock held: Eventually would fail with it held
+	}
+	s.repl.mu.Unlock()
+	testutil.NoError(t, err, "writing the hello")
+	testutil.NoError(t, closed(), "the connection closed before the hello was handled")
+
+	done := make(chan *remoting.Command, 1)
+	go func() { done <- sendRaw(t, c, s.Addr(), "HelloTopic", 0, nil, []byte("after")) }()
+	select {
+	case resp := <-done:
+		expectCode(t, resp, protocol.Success, "a send after the hello")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the master hangs after a HELLO on a closed connection")
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := len(s.repl.replicaStates()); n != 0 {
+			return fmt.Errorf("%d replicas listed, want the closed one dropped", n)
+		}
+		return nil
+	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // DefaultTimerMaxDelay is how far ahead a timer message may be due by
@@ -219,7 +220,7 @@ func (t *timerService) tooFar(ahead time.Duration) error {
 // has passed. The send answer is the timer record's, with the queue the
 // producer chose.
 func (t *timerService) schedule(ctx context.Context, m *protocol.MessageExt) (store.PutResult, error) {
-	now := time.Now()
+	now := wallclock.Now()
 	due, err := t.dueTime(m.Properties, now)
 	if err != nil {
 		return store.PutResult{}, err
@@ -291,7 +292,7 @@ func (t *timerService) deliverLoop(ctx context.Context) {
 				t.s.logger.Error("re-reading the timer queue after becoming master", "err", err)
 			}
 		}
-		now := time.Now().UnixMilli()
+		now := wallclock.UnixMilli()
 		wait := time.Hour
 		batch = batch[:0]
 		t.mu.Lock()
@@ -299,7 +300,7 @@ func (t *timerService) deliverLoop(ctx context.Context) {
 			batch = append(batch, heap.Pop(&t.pending).(timerEntry))
 		}
 		if len(t.pending) > 0 {
-			wait = time.Until(time.UnixMilli(t.pending[0].due))
+			wait = time.Duration(t.pending[0].due-wallclock.UnixMilli()) * time.Millisecond
 		}
 		t.mu.Unlock()
 		for _, e := range batch {

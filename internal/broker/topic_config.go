@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
-	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // topicsMetadata is the store metadata name of the topic table.
@@ -105,7 +105,7 @@ func newTopicConfig(name string, queues, perm int) protocol.TopicConfig {
 }
 
 // nowMillis is the data-version timestamp.
-func nowMillis() int64 { return time.Now().UnixMilli() }
+func nowMillis() int64 { return wallclock.UnixMilli() }
 
 // wrapperLocked copies the table. Caller holds mu.
 func (t *topicTable) wrapperLocked() protocol.TopicConfigSerializeWrapper {

@@ -11,6 +11,7 @@ import (
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // Transaction topics (RocketMQ's TransactionalMessageUtil): half messages
@@ -324,7 +325,7 @@ func (t *transactionService) resolve(ctx context.Context, halfOffset int64, kind
 	}
 	op := &protocol.MessageExt{
 		Topic:         transOpHalfTopic,
-		BornTimestamp: time.Now().UnixMilli(),
+		BornTimestamp: wallclock.UnixMilli(),
 		BornHost:      t.s.storeHost,
 		Body:          []byte(strconv.FormatInt(halfOffset, 10)),
 		Properties: protocol.EncodeProperties(map[string]string{

@@ -9,6 +9,7 @@ import (
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/store"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // checkLoop runs a check pass every interval until ctx ends, then waits for
@@ -22,7 +23,7 @@ func (t *transactionService) checkLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			t.checkPass(ctx, time.Now())
+			t.checkPass(ctx, wallclock.Now())
 			t.flush(false)
 		}
 	}

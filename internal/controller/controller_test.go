@@ -537,3 +537,25 @@ func TestControllerDoesNotElectAMemberThatWillNotLead(t *testing.T) {
 		return nil
 	})
 }
+
+// A master that lost records keeps the role when no other member can take
+// over (none in sync): a group with a master that lost an unacknowledged
+// tail is better than a group with none. The chaos campaign saw the group
+// refuse writes for good: no lease for the master, no one to elect.
+func TestControllerKeepsAMasterThatLostRecordsWhenNoneCanTakeOver(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, nil) // no replica in sync
+	m := brokers[0]
+	m.logEnd = 4500 // lost power: shorter than it reported
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(leader.srv.Addr(), m)
+		if err != nil {
+			return err
+		}
+		if out.LeaseMillis == 0 || out.MasterID != 0 || out.Epoch != 1 {
+			return fmt.Errorf("master %d epoch %d lease %d ms", out.MasterID, out.Epoch, out.LeaseMillis)
+		}
+		return nil
+	})
+}

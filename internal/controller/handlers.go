@@ -165,7 +165,8 @@ func reportCommand(key groupKey, g *group, h *protocol.ControllerHeartbeatReques
 // its unsynced tail, a disk was damaged). Such a master may lack
 // acknowledged messages, and its replicas rightly refuse to cut their logs
 // to match it: it gets no lease, so the next election gives the group to
-// the member with the most log (docs/controller.md).
+// the member with the most log (docs/controller.md) — unless no member
+// qualifies, when it stays master rather than leave the group with none.
 func (s *Server) masterLost(key groupKey, g *group, h *protocol.ControllerHeartbeatRequestHeader, now time.Time) string {
 	if g == nil || g.MasterID != h.BrokerID || g.Epoch != h.Epoch || h.Role != protocol.RoleMaster {
 		return ""
@@ -176,7 +177,20 @@ func (s *Server) masterLost(key groupKey, g *group, h *protocol.ControllerHeartb
 	} else if id, end := s.live.outrun(key, h.BrokerID, h.Epoch, h.LogEnd, now, s.opts.MasterLeaseTimeout); id >= 0 {
 		why = fmt.Sprintf("broker %d, which follows it at this epoch, holds %d bytes of log to its %d", id, end, h.LogEnd)
 	}
-	if why != "" && s.live.block(key, "lost: "+why) {
+	if why == "" {
+		return ""
+	}
+	if _, _, err := s.pickMaster(g, now, false); err != nil {
+		// No one else qualifies: the master keeps the role (it is the
+		// best copy there is), and replicas holding more refuse to cut
+		// their logs to match it, which keeps their data.
+		if s.live.block(key, "lost, none to elect: "+why) {
+			s.logger.Warn("the master lost records it had, but no other member can take over; it stays master",
+				"group", key.String(), "master", h.BrokerID, "epoch", h.Epoch, "logEnd", h.LogEnd, "why", why, "elect", err)
+		}
+		return ""
+	}
+	if s.live.block(key, "lost: "+why) {
 		s.logger.Warn("the master lost records it had; no lease, the group gets another master", "group", key.String(),
 			"master", h.BrokerID, "epoch", h.Epoch, "logEnd", h.LogEnd, "why", why)
 	}

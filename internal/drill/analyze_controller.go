@@ -38,6 +38,12 @@ func (d *drill) checkInput(ctx context.Context, sends []sendRecord, recvs map[st
 		in.Unacked = append(in.Unacked, failed...)
 		in.Consumptions = append(in.Consumptions, cons...)
 	}
+	if d.stock != nil {
+		acks, cons, failed := d.stock.snapshot()
+		in.Acks = append(in.Acks, acks...)
+		in.Unacked = append(in.Unacked, failed...)
+		in.Consumptions = append(in.Consumptions, cons...)
+	}
 	if d.ctl != nil {
 		var err error
 		deadline := time.Now().Add(10 * time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -40,10 +41,14 @@ const (
 	// FaultFlaky degrades the link between two IDCs both ways: delay
 	// 10–200 ms with jitter, loss 1–20 % (netem or the delay line).
 	FaultFlaky = "flaky"
+	// FaultClock steps a broker's wall clock (master or replica: the
+	// lease holders) forward or back by 1 s to 15 min, and back after the
+	// hold (internal/wallclock: durations stay on the monotonic clock).
+	FaultClock = "clock"
 )
 
 // AllFaults are the kinds the nemesis knows; network kinds need --netns.
-var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultPower, FaultDiskFull, FaultIsolate, FaultOneWay, FaultFlaky}
+var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultPower, FaultDiskFull, FaultIsolate, FaultOneWay, FaultFlaky, FaultClock}
 
 // networkFault reports whether kind acts on the network (--netns only).
 func networkFault(kind string) bool {
@@ -96,6 +101,8 @@ type ChaosEvent struct {
 	DamageQueue float64 `json:"damageQueue,omitempty"`
 	// Link (flaky only) is the degraded links' shaping.
 	Link *FlakyLink `json:"link,omitempty"`
+	// Skew (clock only) is how far the broker's wall clock is stepped.
+	Skew Millis `json:"skewMs,omitempty"`
 }
 
 // FlakyLink is a flaky fault's shaping of a link, each way.
@@ -161,6 +168,12 @@ func planChaos(seed uint64, duration time.Duration, kinds []string, targets func
 			if rng.IntN(3) == 0 {
 				e.DamageFile, e.DamageQueue = "consumequeue", rng.Float64()
 			}
+		case FaultClock:
+			// 1 s to 15 min, as likely in every decade, either way.
+			e.Skew = Millis(math.Round(1000 * math.Pow(900, rng.Float64())))
+			if rng.IntN(2) == 0 {
+				e.Skew = -e.Skew
+			}
 		case FaultFlaky:
 			delay := 10 + rng.IntN(191)
 			e.Link = &FlakyLink{Delay: Millis(delay), Jitter: Millis(rng.IntN(delay/4 + 1)), LossPercent: float64(1 + rng.IntN(20))}
@@ -203,6 +216,9 @@ func (d *drill) chaosTargets() map[string]faultable {
 		}
 		if c := d.work.consumer(i.name); c != nil {
 			out[i.name+"/consumer"] = c
+		}
+		if d.stock != nil && d.stock.idc == i {
+			out[i.name+stockTarget] = d.stock
 		}
 	}
 	return out
@@ -347,12 +363,32 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 			return err
 		}
 		undo = func(context.Context) error { return p.signal(syscall.SIGCONT) }
+	case FaultClock:
+		b, ok := p.(*proc)
+		if !ok || b.role != roleBroker {
+			return fmt.Errorf("%s has no wall clock to step", e.Target)
+		}
+		if err := writeSkew(b.clockFile(), e.Skew.Duration()); err != nil {
+			return err
+		}
+		d.progress.printf("chaos: %s: wall clock stepped by %v", e.Target, e.Skew.Duration())
+		undo = func(context.Context) error { return writeSkew(b.clockFile(), 0) }
 	default:
 		return fmt.Errorf("unknown fault %q (known: %v)", e.Kind, AllFaults)
 	}
 	sleepCtx(ctx, e.Hold.Duration())
 	// The heal runs even when ctx ended, so no process stays stopped.
 	return undo(context.WithoutCancel(ctx))
+}
+
+// writeSkew sets a broker's wall-clock skew (the broker reads the file
+// every 100 ms: internal/wallclock), by rename so it never reads half.
+func writeSkew(path string, d time.Duration) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // chaosKinds checks --faults; without a network of namespaces the network
@@ -485,10 +521,13 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 				}
 			}
 		}
-		var replicas []string
+		var replicas, brokers []string
 		for _, p := range procs {
 			if strings.Contains(p, "/replica-of-") {
 				replicas = append(replicas, p)
+			}
+			if strings.Contains(p, "/replica-of-") || strings.HasSuffix(p, "/broker") {
+				brokers = append(brokers, p)
 			}
 		}
 		plan = planChaos(c.Seed, c.Duration, kinds, func(kind string) []string {
@@ -499,6 +538,8 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 				return oneWay
 			case FaultCorrupt:
 				return replicas
+			case FaultClock:
+				return brokers
 			case FaultFlaky:
 				return links
 			}

@@ -103,6 +103,13 @@ func (d *drill) powerOff(e ChaosEvent) (func(context.Context) error, error) {
 	if consumer != nil {
 		consumer.kill()
 	}
+	stock := d.stock
+	if stock != nil && stock.idc != idc {
+		stock = nil
+	}
+	if stock != nil {
+		stock.kill()
+	}
 	for _, p := range idc.servers() {
 		p.kill()
 	}
@@ -119,7 +126,12 @@ func (d *drill) powerOff(e ChaosEvent) (func(context.Context) error, error) {
 			}
 		}
 		if consumer != nil {
-			return supervised(consumer.start)(ctx)
+			if err := supervised(consumer.start)(ctx); err != nil {
+				return err
+			}
+		}
+		if stock != nil {
+			return supervised(stock.start)(ctx)
 		}
 		return nil
 	}, nil

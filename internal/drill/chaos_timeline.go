@@ -74,6 +74,8 @@ func faultLetter(kind string) string {
 		return "o"
 	case FaultPower:
 		return "P"
+	case FaultClock:
+		return "t"
 	}
 	return kind[:1]
 }
@@ -109,13 +111,13 @@ func (tl *timeline) writeText(w io.Writer) {
 		fmt.Fprintf(w, "  %-30s %s\n", idc+" producer: acked", a.String())
 		fmt.Fprintf(w, "  %-30s %s\n", idc+" producer: errors", strings.TrimRight(e.String(), " "))
 	}
-	fmt.Fprintln(w, "  (k kill, s stop, p pause, c corrupt, P power, d disk-full, i isolate, o one-way, f flaky; ! a slice with send errors)")
+	fmt.Fprintln(w, "  (k kill, s stop, p pause, c corrupt, P power, d disk-full, i isolate, o one-way, f flaky, t clock; ! a slice with send errors)")
 }
 
 // faultColor is a kind's band colour in the picture.
 var faultColor = map[string]string{
 	FaultKill: "#d62728", FaultStop: "#ff7f0e", FaultPause: "#9467bd", FaultIsolate: "#1f77b4", FaultOneWay: "#17becf",
-	FaultCorrupt: "#8c564b", FaultPower: "#000000", FaultDiskFull: "#7f7f7f", FaultFlaky: "#bcbd22",
+	FaultCorrupt: "#8c564b", FaultPower: "#000000", FaultDiskFull: "#7f7f7f", FaultFlaky: "#bcbd22", FaultClock: "#e377c2",
 }
 
 // writeSVG draws the timeline as an SVG picture.

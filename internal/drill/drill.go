@@ -77,6 +77,9 @@ type Options struct {
 	// Chaos, if set, plays a seeded random fault campaign instead of the
 	// scenarios (chaos.go).
 	Chaos *ChaosOptions
+	// StockPeer, if set, is test/rmqpeer built: the stock remoting Go
+	// client (rocketmq-client-go) runs as one more workload (stock.go).
+	StockPeer string
 }
 
 type drill struct {
@@ -86,6 +89,7 @@ type drill struct {
 	work     *workload
 	audit    *lockAudit // --netns: queue locks read from every broker (lockaudit.go)
 	ordered  *orderedWork
+	stock    *stockWork // nil without Options.StockPeer
 	ctl      *controllerView // controller mode only
 	power    powerDisks      // chaos with power faults only (chaos_power.go)
 	progress *progress
@@ -220,6 +224,14 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	}
 	d.ordered = ordered
 	defer ordered.close(closeCtx)
+	if d.opts.StockPeer != "" {
+		cfg := orderedClientConfig(d.cluster, d.opts.Logger)
+		cfg.ClusterSecretFile = d.cluster.secretFile
+		if d.stock, err = startStock(ctx, d.cluster, d.opts.StockPeer, 2*d.opts.SendInterval, cfg); err != nil {
+			return nil, err
+		}
+		defer d.stock.close(closeCtx)
+	}
 	// Warm up: every consumer has taken its queues and messages flow before
 	// the healthy window is measured.
 	d.progress.setPhase("warming up")
@@ -267,8 +279,9 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	d.progress.setPhase("draining: waiting for every acknowledged message to be consumed")
 	d.work.stopSending()
 	d.ordered.stopSending()
+	d.stock.stopSending()
 	deadline := time.Now().Add(d.opts.DrainTimeout)
-	for (d.work.ledger.unconsumed() > 0 || d.ordered.unconsumed() > 0) && time.Now().Before(deadline) {
+	for (d.work.ledger.unconsumed() > 0 || d.ordered.unconsumed() > 0 || d.stock.unconsumed() > 0) && time.Now().Before(deadline) {
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
 			return nil, err
 		}
@@ -369,7 +382,7 @@ func (d *drill) waitFlowing(ctx context.Context, limit time.Duration) error {
 				}
 			}
 		}
-		if len(seen) == len(d.cluster.idcs) && d.producersLocal() {
+		if len(seen) == len(d.cluster.idcs) && d.producersLocal() && (d.stock == nil || d.stock.flowing()) {
 			return nil
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {

@@ -7,10 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/netns"
+	"github.com/zonemq/zonemq/internal/wallclock"
 )
 
 // dialFunc opens a connection; the SDK's ClientConfig.Dial has this shape.
@@ -111,11 +114,21 @@ func (n *network) close() {
 // newCommand is the process to start: the binary itself, or the binary
 // inside its IDC's namespace.
 func (p *proc) newCommand() *exec.Cmd {
+	var cmd *exec.Cmd
 	if p.command != nil {
-		return p.command(p.binary, p.args...)
+		cmd = p.command(p.binary, p.args...)
+	} else {
+		cmd = exec.Command(p.binary, p.args...)
 	}
-	return exec.Command(p.binary, p.args...)
+	if p.role == roleBroker {
+		// A broker's wall clock follows its skew file (clock faults).
+		cmd.Env = append(os.Environ(), wallclock.EnvSkewFile+"="+p.clockFile())
+	}
+	return cmd
 }
+
+// clockFile is where a clock fault writes a broker's skew: beside its log.
+func (p *proc) clockFile() string { return strings.TrimSuffix(p.logPath, ".log") + ".clock" }
 
 // httpTransport is a transport over dial, or nil (the default transport)
 // when dial is nil.

@@ -136,8 +136,9 @@ type Options struct {
 	// wait for.
 	CommitLogSync func(*os.File) error
 
-	// clock replaces time.Now in tests (store timestamps and retention).
-	clock func() time.Time
+	// Clock is the wall clock for store timestamps and retention (default
+	// time.Now); the broker passes wallclock.Now, tests a fake.
+	Clock func() time.Time
 	// checkpointInterval replaces defaultCheckpointInterval in tests.
 	checkpointInterval time.Duration
 }
@@ -190,8 +191,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.checkpointInterval == 0 {
 		o.checkpointInterval = defaultCheckpointInterval
 	}
-	if o.clock == nil {
-		o.clock = time.Now
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
 	switch {
 	case o.SegmentSize < MinSegmentSize || o.SegmentSize > MaxSegmentSize:

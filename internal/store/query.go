@@ -21,6 +21,22 @@ const defaultQueryMax = 32
 // Dir/index, repaired by recovery like the consume queues. A lookup scans the
 // sidecars of the segments whose time range overlaps [begin, end].
 func (s *Store) QueryByKey(topic, key string, maxNum int, begin, end int64) ([]*protocol.MessageExt, error) {
+	return s.queryByKey(topic, key, maxNum, begin, end, 0)
+}
+
+// QueryRecentByKey is QueryByKey from begin, but it always looks through the
+// newest segments (the one being written and the one before), whatever
+// their store times say: a lookup for a record written moments ago then
+// finds it even if a wall clock was stepped in between (a master's clock
+// stepped forward stamps the next records ahead of it; a new master's
+// clock may run behind the old one's).
+func (s *Store) QueryRecentByKey(topic, key string, maxNum int, begin int64) ([]*protocol.MessageExt, error) {
+	return s.queryByKey(topic, key, maxNum, begin, 0, 2)
+}
+
+// queryByKey is QueryByKey; the newest recent segments are looked through
+// whatever their store times.
+func (s *Store) queryByKey(topic, key string, maxNum int, begin, end int64, recent int) ([]*protocol.MessageExt, error) {
 	if maxNum <= 0 {
 		maxNum = defaultQueryMax
 	}
@@ -33,10 +49,11 @@ func (s *Store) QueryByKey(topic, key string, maxNum int, begin, end int64) ([]*
 	var corrupt error
 	for i := len(segs) - 1; i >= 0 && len(out) < maxNum; i-- {
 		g := segs[i]
-		if newest := g.newestStoreTime.Load(); newest != 0 && newest < begin {
+		always := i >= len(segs)-recent
+		if newest := g.newestStoreTime.Load(); !always && newest != 0 && newest < begin {
 			break // older segments are older still
 		}
-		if first := s.firstStoreTime(g); first != 0 && first > end {
+		if first := s.firstStoreTime(g); !always && first != 0 && first > end {
 			continue
 		}
 		var offs []int64
@@ -56,7 +73,7 @@ func (s *Store) QueryByKey(topic, key string, maxNum int, begin, end int64) ([]*
 			if err != nil {
 				continue // deleted under us
 			}
-			if m.Topic != topic || m.StoreTimestamp < begin || m.StoreTimestamp > end || !hasKey(m.Properties, key) {
+			if m.Topic != topic || !always && (m.StoreTimestamp < begin || m.StoreTimestamp > end) || !hasKey(m.Properties, key) {
 				continue
 			}
 			out = append(out, m)

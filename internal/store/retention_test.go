@@ -15,7 +15,7 @@ import (
 func TestStoreRetentionDeletesExpiredSegments(t *testing.T) {
 	o, lb := testOptions(t)
 	clock := &fakeClock{now: time.UnixMilli(1_700_000_000_000)}
-	o.clock = clock.Now
+	o.Clock = clock.Now
 	o.FileReservedTime = time.Hour
 	s := openStore(t, o)
 	phys := map[int32][]int64{}
@@ -81,7 +81,7 @@ func TestStoreRetentionDeletesExpiredSegments(t *testing.T) {
 func TestStoreRetentionKeepsActiveSegment(t *testing.T) {
 	o, _ := testOptions(t)
 	clock := &fakeClock{now: time.UnixMilli(1_700_000_000_000)}
-	o.clock = clock.Now
+	o.Clock = clock.Now
 	o.FileReservedTime = time.Minute
 	s := openStore(t, o)
 	for i := 0; i < 5; i++ {
@@ -98,7 +98,7 @@ func TestStoreRetentionKeepsActiveSegment(t *testing.T) {
 func TestStoreRetentionRunsPeriodically(t *testing.T) {
 	o, _ := testOptions(t)
 	clock := &fakeClock{now: time.UnixMilli(1_700_000_000_000)}
-	o.clock = clock.Now
+	o.Clock = clock.Now
 	o.FileReservedTime = time.Hour
 	o.CleanInterval = 10 * time.Millisecond
 	o.FlushInterval = 10 * time.Millisecond

@@ -443,4 +443,4 @@ func (s *Store) DeleteTopic(topic string) error {
 func (s *Store) fsyncCount() int64 { return s.cl.flush.fsyncs.Load() }
 
 // now returns the store clock.
-func (s *Store) now() time.Time { return s.opts.clock() }
+func (s *Store) now() time.Time { return s.opts.Clock() }

@@ -290,7 +290,7 @@ func TestStoreGetStatuses(t *testing.T) {
 func TestStoreOffsetByTimestamp(t *testing.T) {
 	o, _ := testOptions(t)
 	clock := &fakeClock{now: time.UnixMilli(1_000_000)}
-	o.clock = clock.Now
+	o.Clock = clock.Now
 	s := openStore(t, o)
 	for i := 0; i < 30; i++ {
 		clock.Advance(10 * time.Millisecond)
@@ -344,7 +344,7 @@ func TestStoreMessageAt(t *testing.T) {
 func TestStoreQueryByKey(t *testing.T) {
 	o, _ := testOptions(t)
 	clock := &fakeClock{now: time.UnixMilli(5_000_000)}
-	o.clock = clock.Now
+	o.Clock = clock.Now
 	s := openStore(t, o)
 	for i := 0; i < 60; i++ {
 		clock.Advance(time.Second)

@@ -10,20 +10,23 @@ import (
 	"testing"
 )
 
-// binary is the zonemq executable built once for the package's tests.
-var binary string
+// binary is the zonemq executable built once for the package's tests;
+// rmqpeer is test/rmqpeer, the chaos campaign's stock-client workload.
+var binary, rmqpeer string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "zonemq-e2e-")
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "zonemq")
-	build := exec.Command("go", "build", "-o", binary, "../../cmd/zonemq")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		os.RemoveAll(dir)
-		panic("building zonemq: " + err.Error())
+	binary, rmqpeer = filepath.Join(dir, "zonemq"), filepath.Join(dir, "rmqpeer")
+	for out, pkg := range map[string]string{binary: "../../cmd/zonemq", rmqpeer: "../rmqpeer"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			os.RemoveAll(dir)
+			panic("building " + pkg + ": " + err.Error())
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

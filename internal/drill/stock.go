@@ -1,0 +1,284 @@
+package drill
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zonemq/zonemq/client"
+	"github.com/zonemq/zonemq/client/admin"
+	"github.com/zonemq/zonemq/internal/ledger"
+)
+
+// The stock-client workload (issue 23): rocketmq-client-go, the client
+// most RocketMQ users run, as one more application of the campaign. It
+// runs as its own process (test/rmqpeer, given with --stock-peer) in the
+// first IDC, finds the name servers through that IDC's address server as
+// a RocketMQ user configures it, sends to its own topic and consumes it in
+// one consumer group; its sends and deliveries go into the same checker.
+// The nemesis may kill, stop or pause it as any client.
+const (
+	stockTopic    = "ZonemqDrillStock"
+	stockGroup    = "zonemq_drill_stock_cg"
+	stockProducer = "zonemq_drill_stock_pg"
+	stockQueues   = 4
+	stockTarget   = "/stock-client"
+)
+
+// stockWork is the stock client's process and what it reported.
+type stockWork struct {
+	binary   string
+	idc      *idcProcs
+	logPath  string
+	home     string // HOME for the client (it writes its resolver snapshots under it)
+	interval time.Duration
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	exited   chan struct{}
+	gen      int
+	stopSend bool
+	pending  map[string]bool // attempted, not answered yet
+	acks     []ledger.Ack
+	failed   []string
+	recvs    []ledger.Consumption
+	consumed map[string]bool
+}
+
+// startStock creates the stock topic on every group and starts the stock
+// client.
+func startStock(ctx context.Context, c *cluster, binary string, interval time.Duration, cfg client.ClientConfig) (*stockWork, error) {
+	adm, err := admin.New(admin.Config{ClientConfig: cfg})
+	if err != nil {
+		return nil, err
+	}
+	if err := adm.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer adm.Shutdown(context.Background())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err = adm.CreateTopic(ctx, admin.TopicSpec{Topic: stockTopic, Queues: stockQueues})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("drill: creating the stock client's topic: %w", err)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	home := c.idcs[0]
+	w := &stockWork{binary: binary, idc: home, interval: interval, pending: map[string]bool{}, consumed: map[string]bool{},
+		logPath: filepath.Join(c.workDir, home.name+"-stock-client.log"), home: filepath.Join(c.workDir, "stock-client-home")}
+	if err := os.MkdirAll(w.home, 0o755); err != nil {
+		return nil, err
+	}
+	return w, w.start(ctx)
+}
+
+func (w *stockWork) String() string { return w.idc.name + stockTarget }
+
+// start launches the client; each run sends keys of its own (stock-<run>-n).
+func (w *stockWork) start(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd != nil {
+		return fmt.Errorf("%s is already running", w)
+	}
+	logFile, err := os.OpenFile(w.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	w.gen++
+	prefix := fmt.Sprintf("stock-%d-", w.gen)
+	newCmd := exec.Command
+	if w.idc.broker.command != nil {
+		newCmd = w.idc.broker.command // its IDC's network namespace
+	}
+	cmd := newCmd(w.binary, "--addrsrv", w.idc.addrsrvURL(), "--topic", stockTopic, "--group", stockGroup,
+		"--producer-group", stockProducer, "--prefix", prefix, "--instance", fmt.Sprintf("drill-stock-%d", w.gen),
+		"--interval", w.interval.String())
+	cmd.Env = append(os.Environ(), "HOME="+w.home)
+	cmd.Stderr = logFile
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig, cmd.SysProcAttr.Setpgid = syscall.SIGKILL, true
+	stdout, err := cmd.StdoutPipe()
+	if err == nil {
+		w.stdin, err = cmd.StdinPipe()
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", w, err)
+	}
+	if w.stopSend {
+		fmt.Fprintln(w.stdin, "stop")
+	}
+	exited := make(chan struct{})
+	w.cmd, w.exited = cmd, exited
+	go func() {
+		w.read(stdout, logFile)
+		cmd.Wait()
+		logFile.Close()
+		w.mu.Lock()
+		// A send the process did not answer may have been stored.
+		for k := range w.pending {
+			w.failed = append(w.failed, k)
+		}
+		clear(w.pending)
+		w.mu.Unlock()
+		close(exited)
+	}()
+	return nil
+}
+
+// stockLine is one line of test/rmqpeer's output.
+type stockLine struct {
+	Op          string `json:"op"`
+	Key         string `json:"key"`
+	Broker      string `json:"broker"`
+	QueueID     int    `json:"queueId"`
+	QueueOffset int64  `json:"queueOffset"`
+	StartNs     int64  `json:"startNs"`
+	EndNs       int64  `json:"endNs"`
+	TS          int64  `json:"ts"`
+	Err         string `json:"err"`
+}
+
+// read records the client's lines until its stdout closes.
+func (w *stockWork) read(r io.Reader, log io.Writer) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		var l stockLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Key == "" {
+			fmt.Fprintf(log, "drill: stock client: %s\n", sc.Bytes())
+			continue
+		}
+		w.mu.Lock()
+		switch l.Op {
+		case "attempt":
+			w.pending[l.Key] = true
+		case "send":
+			delete(w.pending, l.Key)
+			w.acks = append(w.acks, ledger.Ack{Key: l.Key, Group: l.Broker, Queue: l.QueueID, Offset: l.QueueOffset,
+				SentAt: time.Unix(0, l.StartNs), AckedAt: time.Unix(0, l.EndNs)})
+		case "fail":
+			delete(w.pending, l.Key)
+			w.failed = append(w.failed, l.Key)
+		case "recv":
+			w.consumed[l.Key] = true
+			w.recvs = append(w.recvs, ledger.Consumption{Key: l.Key, Consumer: w.String(), Group: l.Broker,
+				Queue: l.QueueID, Offset: l.QueueOffset, At: time.UnixMilli(l.TS)})
+		default:
+			fmt.Fprintf(log, "drill: stock client: %s\n", sc.Bytes())
+		}
+		w.mu.Unlock()
+	}
+}
+
+// snapshot returns what the client reported: acknowledged sends,
+// deliveries, and the keys of sends that failed or went unanswered.
+func (w *stockWork) snapshot() ([]ledger.Ack, []ledger.Consumption, []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	failed := append([]string(nil), w.failed...)
+	for k := range w.pending {
+		failed = append(failed, k)
+	}
+	return append([]ledger.Ack(nil), w.acks...), append([]ledger.Consumption(nil), w.recvs...), failed
+}
+
+// flowing reports whether the client has had a message delivered.
+func (w *stockWork) flowing() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.recvs) > 0
+}
+
+// unconsumed is how many acknowledged sends were not delivered yet.
+func (w *stockWork) unconsumed() int {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, a := range w.acks {
+		if !w.consumed[a.Key] {
+			n++
+		}
+	}
+	return n
+}
+
+// stopSending ends the sending; the consumer goes on (a restart too).
+func (w *stockWork) stopSending() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopSend = true
+	if w.stdin != nil {
+		fmt.Fprintln(w.stdin, "stop")
+	}
+}
+
+// signal sends sig to the running client.
+func (w *stockWork) signal(sig syscall.Signal) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cmd == nil {
+		return fmt.Errorf("%s is not running", w)
+	}
+	return w.cmd.Process.Signal(sig)
+}
+
+func (w *stockWork) kill() error { return w.end(syscall.SIGKILL, 0) }
+
+func (w *stockWork) terminate(grace time.Duration) error { return w.end(syscall.SIGTERM, grace) }
+
+// end signals the client and waits until it exited (SIGKILL after grace).
+func (w *stockWork) end(sig syscall.Signal, grace time.Duration) error {
+	w.mu.Lock()
+	cmd, exited := w.cmd, w.exited
+	w.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	cmd.Process.Signal(syscall.SIGCONT) // a paused client cannot stop
+	cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-exited
+	}
+	w.mu.Lock()
+	w.cmd, w.stdin = nil, nil
+	w.mu.Unlock()
+	return nil
+}
+
+// close stops the client.
+func (w *stockWork) close(context.Context) {
+	if w != nil {
+		w.terminate(10 * time.Second)
+	}
+}
