@@ -89,7 +89,7 @@ type drill struct {
 	work     *workload
 	audit    *lockAudit // --netns: queue locks read from every broker (lockaudit.go)
 	ordered  *orderedWork
-	stock    *stockWork // nil without Options.StockPeer
+	stock    *stockWork      // nil without Options.StockPeer
 	ctl      *controllerView // controller mode only
 	power    powerDisks      // chaos with power faults only (chaos_power.go)
 	progress *progress
