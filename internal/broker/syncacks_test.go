@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -344,18 +343,29 @@ func TestReplicaHelloOnAClosedConnectionDoesNotHangTheMaster(t *testing.T) {
 	hello := protocol.ReplicaHelloRequestHeader{BrokerName: "broker-h", ReplicaID: 1, ReplicaAddr: "127.0.2.1:1", IDC: "idc2",
 		SegmentSize: s.store.SegmentSize()}
 	_, err = nc.Write(remoting.EncodeFrame(remoting.NewRequest(int32(protocol.ReplicaHello), hello.Ext(), nil)))
-	nc.Close()
-	closed := func() error {
+	open := func() bool {
 		for _, cn := range s.remoting.Conns() {
-			if strings.HasPrefix(cn.RemoteAddr(), nc.LocalAddr().String()) {
-				return fmt.Errorf("the master still has the replica's connection")
+			if cn.RemoteAddr() == nc.LocalAddr().String() {
+				return true
 			}
+		}
+		return false
+	}
+	closed := func() error {
+		if open() {
+			return fmt.Errorf("the master still has the replica's connection")
 		}
 		return nil
 	}
+	// Polled with the lock held (Eventually would fail with it held): the
+	// master takes the connection, then sees it close.
 	deadline := time.Now().Add(10 * time.Second)
+	for !open() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	nc.Close()
 	for closed() != nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // polling with the lock held: Eventually would fail with it held
+		time.Sleep(5 * time.Millisecond)
 	}
 	s.repl.mu.Unlock()
 	testutil.NoError(t, err, "writing the hello")
