@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,11 +48,16 @@ type stockWork struct {
 	exited   chan struct{}
 	gen      int
 	stopSend bool
-	pending  map[string]bool // attempted, not answered yet
-	acks     []ledger.Ack
-	failed   []string
-	recvs    []ledger.Consumption
-	consumed map[string]bool
+	// ending is set while the drill stops the client (a fault, the
+	// close); closed once it closed. A client that exits on its own —
+	// it gives up when no name server answers at start — is started
+	// again a second later, as a service manager would.
+	ending, closed bool
+	pending        map[string]bool // attempted, not answered yet
+	acks           []ledger.Ack
+	failed         []string
+	recvs          []ledger.Consumption
+	consumed       map[string]bool
 }
 
 // startStock creates the stock topic on every group and starts the stock
@@ -93,8 +99,8 @@ func (w *stockWork) String() string { return w.idc.name + stockTarget }
 func (w *stockWork) start(context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cmd != nil {
-		return fmt.Errorf("%s is already running", w)
+	if w.cmd != nil || w.closed {
+		return nil // running (a restart of its own came first), or closed
 	}
 	logFile, err := os.OpenFile(w.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -134,17 +140,33 @@ func (w *stockWork) start(context.Context) error {
 	go func() {
 		w.read(stdout, logFile)
 		cmd.Wait()
-		logFile.Close()
 		w.mu.Lock()
 		// A send the process did not answer may have been stored.
 		for k := range w.pending {
 			w.failed = append(w.failed, k)
 		}
 		clear(w.pending)
+		restart := !w.ending && !w.closed && w.cmd == cmd
+		if restart {
+			w.cmd, w.stdin = nil, nil
+			fmt.Fprintf(logFile, "drill: the stock client exited on its own (%v); starting it again in 1s\n", cmd.ProcessState)
+		}
 		w.mu.Unlock()
+		logFile.Close()
 		close(exited)
+		if restart {
+			time.AfterFunc(time.Second, w.restartOnItsOwn)
+		}
 	}()
 	return nil
+}
+
+// restartOnItsOwn starts the client again after it exited on its own,
+// retrying every second while it cannot start.
+func (w *stockWork) restartOnItsOwn() {
+	if err := w.start(context.Background()); err != nil {
+		time.AfterFunc(time.Second, w.restartOnItsOwn)
+	}
 }
 
 // stockLine is one line of test/rmqpeer's output.
@@ -245,9 +267,12 @@ func (w *stockWork) signal(sig syscall.Signal) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cmd == nil {
-		return fmt.Errorf("%s is not running", w)
+		return nil // down between a run of its own and its restart: nothing to signal
 	}
-	return w.cmd.Process.Signal(sig)
+	if err := w.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
 }
 
 func (w *stockWork) kill() error { return w.end(syscall.SIGKILL, 0) }
@@ -258,6 +283,7 @@ func (w *stockWork) terminate(grace time.Duration) error { return w.end(syscall.
 func (w *stockWork) end(sig syscall.Signal, grace time.Duration) error {
 	w.mu.Lock()
 	cmd, exited := w.cmd, w.exited
+	w.ending = cmd != nil
 	w.mu.Unlock()
 	if cmd == nil {
 		return nil
@@ -271,14 +297,18 @@ func (w *stockWork) end(sig syscall.Signal, grace time.Duration) error {
 		<-exited
 	}
 	w.mu.Lock()
-	w.cmd, w.stdin = nil, nil
+	w.cmd, w.stdin, w.ending = nil, nil, false
 	w.mu.Unlock()
 	return nil
 }
 
-// close stops the client.
+// close stops the client for good.
 func (w *stockWork) close(context.Context) {
 	if w != nil {
 		w.terminate(10 * time.Second)
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
+		w.terminate(10 * time.Second) // one that restarted meanwhile
 	}
 }
