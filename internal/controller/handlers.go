@@ -188,6 +188,7 @@ func (s *Server) masterLost(key groupKey, g *group, h *protocol.ControllerHeartb
 			s.logger.Warn("the master lost records it had, but no other member can take over; it stays master",
 				"group", key.String(), "master", h.BrokerID, "epoch", h.Epoch, "logEnd", h.LogEnd, "why", why, "elect", err)
 		}
+		s.live.settle(key, h.BrokerID)
 		return ""
 	}
 	if s.live.block(key, "lost: "+why) {

@@ -89,6 +89,17 @@ func (l *liveness) seen(k groupKey, h *protocol.ControllerHeartbeatRequestHeader
 	m.peak = max(m.peak, h.LogEnd)
 }
 
+// settle makes broker id's current log end its peak: a master kept
+// although it lost records is the group's reference from then on, and is
+// not replaced for that loss once its replicas are back in sync.
+func (l *liveness) settle(k groupKey, id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := l.groupLocked(k).members[id]; m != nil {
+		m.peak = m.logEnd
+	}
+}
+
 // led records an accepted heartbeat of k's master id at epoch.
 func (l *liveness) led(k groupKey, id, epoch int64, now time.Time) {
 	l.mu.Lock()
