@@ -91,8 +91,8 @@ func (s *Server) handleBrokerHeartbeat(_ context.Context, _ *remoting.Conn, req 
 			s.logger.Warn("heartbeat not committed", "group", key.String(), "broker", h.BrokerID, "err", err)
 			return reply(req, protocol.ServiceNotAvailable, "the controller could not commit: "+err.Error())
 		}
-		g = s.fsm.group(key)
 	}
+	g = s.fsm.group(key) // masterLost may have moved the epoch on
 	out := protocol.ControllerHeartbeatResponseHeader{MasterID: -1}
 	if g != nil {
 		out.MasterID, out.MasterAddr, out.Epoch = g.MasterID, g.MasterAddr, g.Epoch
@@ -182,13 +182,23 @@ func (s *Server) masterLost(key groupKey, g *group, h *protocol.ControllerHeartb
 	}
 	if _, _, err := s.pickMaster(g, now, false); err != nil {
 		// No one else qualifies: the master keeps the role (it is the
-		// best copy there is), and replicas holding more refuse to cut
-		// their logs to match it, which keeps their data.
+		// best copy there is), but at a new epoch, so that what it writes
+		// from its shorter log never shares an epoch with the records it
+		// lost, which replicas may hold (the chaos campaign saw two copies
+		// with different records in one epoch). Its log as it is becomes
+		// the reference.
 		if s.live.block(key, "lost, none to elect: "+why) {
-			s.logger.Warn("the master lost records it had, but no other member can take over; it stays master",
+			s.logger.Warn("the master lost records it had, but no other member can take over; it stays master at a new epoch",
 				"group", key.String(), "master", h.BrokerID, "epoch", h.Epoch, "logEnd", h.LogEnd, "why", why, "elect", err)
 		}
 		s.live.settle(key, h.BrokerID)
+		s.decideMu.Lock()
+		defer s.decideMu.Unlock()
+		if cur := s.fsm.group(key); cur != nil && cur.MasterID == h.BrokerID && cur.Epoch == h.Epoch {
+			if err := s.elect(cur, h.BrokerID, "it lost records: a new epoch", false); err != nil {
+				s.logger.Warn("election failed", "group", key.String(), "candidate", h.BrokerID, "err", err)
+			}
+		}
 		return ""
 	}
 	if s.live.block(key, "lost: "+why) {
