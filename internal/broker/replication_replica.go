@@ -377,7 +377,12 @@ func (r *replication) applyMeta(in *protocol.ReplicaMeta, sent map[offsetKey]str
 	r.dirtyMu.Unlock()
 	if len(in.Epochs) > 0 {
 		r.mu.Lock()
-		if !r.state.Master {
+		// Only a history that says the same of every record this broker
+		// holds: an exchange can reach a new master before the HELLO that
+		// cuts this broker's unacknowledged tail, and that master's history
+		// would relabel the tail as its own epoch's, so the HELLO would keep
+		// it (seed 61's divergence).
+		if !r.state.Master && sameHistoryBelow(r.state.Epochs, in.Epochs, s.store.CommitLogMaxOffset()) {
 			r.state.Epochs = in.Epochs
 			r.noteEpochLocked()
 			errs = append(errs, r.persistLocked())
@@ -385,6 +390,19 @@ func (r *replication) applyMeta(in *protocol.ReplicaMeta, sent map[offsetKey]str
 		r.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// sameHistoryBelow reports whether two epoch histories name the same
+// epochs, starting at the same offsets, for the log below end.
+func sameHistoryBelow(mine, theirs []protocol.EpochEntry, end int64) bool {
+	below := func(h []protocol.EpochEntry) []protocol.EpochEntry {
+		i := 0
+		for i < len(h) && h[i].StartOffset < end {
+			i++
+		}
+		return h[:i]
+	}
+	return slices.Equal(below(mine), below(theirs))
 }
 
 func (r *replication) takeDirtyOffsets() map[offsetKey]struct{} {

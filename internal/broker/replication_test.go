@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zonemq/zonemq/internal/namesrv"
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -345,62 +346,119 @@ func TestReplicationSwitchover(t *testing.T) {
 	t.Logf("%d sends acknowledged during the switchover load", len(acked))
 }
 
-// TestReplicationDivergentTailTruncated: an old master that comes back
-// after its replica was promoted steps down, cuts the tail nobody else
-// had (written after the replica stopped following) and follows.
-func TestReplicationDivergentTailTruncated(t *testing.T) {
-	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
-	mopts := groupOptions(t, 1, "broker-d", 0, ReplicationAsync, ns.Addr())
-	master, stopMaster := runBroker(t, mopts)
-	ropts := groupOptions(t, 2, "broker-d", 1, ReplicationAsync, ns.Addr())
+// divergedGroup is a group whose old master holds a tail nobody else has:
+// written after its replica stopped following, and the replica promoted
+// by force since (the old master is stopped).
+type divergedGroup struct {
+	ns                  *namesrv.Server
+	mopts               Options
+	master, replica     *Server
+	c                   *remoting.Client
+	common, tail, after []string
+}
+
+func divergeGroup(t *testing.T, name, topic string) divergedGroup {
+	t.Helper()
+	g := divergedGroup{ns: startNamesrv(t, "127.0.1.1:0", "idc1", nil)}
+	g.mopts = groupOptions(t, 1, name, 0, ReplicationAsync, g.ns.Addr())
+	master, stopMaster := runBroker(t, g.mopts)
+	ropts := groupOptions(t, 2, name, 1, ReplicationAsync, g.ns.Addr())
 	replica, stopReplica := runBroker(t, ropts)
-	c := newRawClient(t)
-	createTopic(t, c, master.Addr(), "DivTopic", 4)
-	common := sendKeys(t, c, master.Addr(), "DivTopic", "c", 40)
+	g.c = newRawClient(t)
+	createTopic(t, g.c, master.Addr(), topic, 4)
+	g.common = sendKeys(t, g.c, master.Addr(), topic, "c", 40)
 	waitCaughtUp(t, master, replica)
 	stopReplica()
 	// Async: acknowledged by the master alone, then lost with it.
-	tail := sendKeys(t, c, master.Addr(), "DivTopic", "t", 30)
-	testutil.Equal(t, len(tail), 30, "tail written")
+	g.tail = sendKeys(t, g.c, master.Addr(), topic, "t", 30)
+	testutil.Equal(t, len(g.tail), 30, "tail written")
 	stopMaster()
+	g.master = master
 
 	// The replica comes back and is promoted by force (the master is gone).
 	ropts.Listen = replica.Addr()
-	replica, _ = runBroker(t, ropts)
-	promote := protocol.ReplicaPromoteRequestHeader{BrokerName: "broker-d", LogEnd: -1}
-	expectCode(t, invoke(t, c, replica.Addr(), protocol.ReplicaPromote, promote.Ext(), nil), protocol.Success, "forced promotion")
+	g.replica, _ = runBroker(t, ropts)
+	promote := protocol.ReplicaPromoteRequestHeader{BrokerName: name, LogEnd: -1}
+	expectCode(t, invoke(t, g.c, g.replica.Addr(), protocol.ReplicaPromote, promote.Ext(), nil), protocol.Success, "forced promotion")
 	testutil.Eventually(t, 10*time.Second, func() error {
-		addr, _, err := registeredAt(t, c, ns.Addr(), "broker-d")
-		if err != nil || addr != replica.Addr() {
+		addr, _, err := registeredAt(t, g.c, g.ns.Addr(), name)
+		if err != nil || addr != g.replica.Addr() {
 			return fmt.Errorf("master listed at %q (%v)", addr, err)
 		}
 		return nil
 	})
-	after := sendKeys(t, c, replica.Addr(), "DivTopic", "p", 25)
-	testutil.Equal(t, len(after), 25, "sends to the promoted replica")
+	g.after = sendKeys(t, g.c, g.replica.Addr(), topic, "p", 25)
+	testutil.Equal(t, len(g.after), 25, "sends to the promoted replica")
+	return g
+}
 
-	// The old master returns: it must follow, not lead.
-	mopts.Listen = master.Addr()
-	master, _ = runBroker(t, mopts)
+// followsWithoutTail restarts the old master and checks that it follows
+// the promoted replica with the group's log: every common and later key
+// once, none of its own tail.
+func (g divergedGroup) followsWithoutTail(t *testing.T, topic string) {
+	t.Helper()
+	g.mopts.Listen = g.master.Addr()
+	master, _ := runBroker(t, g.mopts)
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if master.isMaster() || master.repl.masterAddr() != replica.Addr() {
+		if master.isMaster() || master.repl.masterAddr() != g.replica.Addr() {
 			return fmt.Errorf("the returning old master is not following the promoted replica (master %v, following %q)",
 				master.isMaster(), master.repl.masterAddr())
 		}
 		return nil
 	})
-	waitCaughtUp(t, replica, master)
-	keys := readKeys(t, c, master.Addr(), "DivTopic", 4)
-	for _, k := range append(common, after...) {
+	waitCaughtUp(t, g.replica, master)
+	keys := readKeys(t, g.c, master.Addr(), topic, 4)
+	for _, k := range append(g.common, g.after...) {
 		if keys[k] != 1 {
 			t.Fatalf("key %s appears %d times on the old master after it followed", k, keys[k])
 		}
 	}
-	for _, k := range tail {
+	for _, k := range g.tail {
 		if keys[k] != 0 {
 			t.Fatalf("divergent key %s survived the truncation", k)
 		}
 	}
+}
+
+// TestReplicationDivergentTailTruncated: an old master that comes back
+// after its replica was promoted steps down, cuts the tail nobody else
+// had (written after the replica stopped following) and follows.
+func TestReplicationDivergentTailTruncated(t *testing.T) {
+	g := divergeGroup(t, "broker-d", "DivTopic")
+	g.followsWithoutTail(t, "DivTopic")
+}
+
+// TestDivergentTailCutAfterAnEarlyMetadataExchange: a metadata exchange
+// with the new master that comes before the HELLO (the step-down and the
+// first exchange raced it in the seed-61 campaign) must not hand the old
+// master the new master's epoch history: that history calls the old
+// master's unacknowledged tail part of the new epoch, so the HELLO kept
+// it and the copies diverged for good ("no whole record at commit-log
+// offset …" on every fetch).
+func TestDivergentTailCutAfterAnEarlyMetadataExchange(t *testing.T) {
+	g := divergeGroup(t, "broker-dm", "DivMeta")
+	old, err := New(g.mopts)
+	testutil.NoError(t, err, "opening the old master's data")
+	before := old.repl.epochs()
+	old.repl.mu.Lock()
+	old.repl.state.Master = false // stepped down (its lease ended), HELLO not yet done
+	old.repl.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	testutil.NoError(t, old.repl.syncMeta(ctx, g.replica.Addr()), "the metadata exchange")
+	testutil.Equal(t, fmt.Sprint(old.repl.epochs()), fmt.Sprint(before), "the old master's epoch history after the exchange")
+	// A history that agrees on every record held is still taken.
+	taken := append(append([]protocol.EpochEntry(nil), before...),
+		protocol.EpochEntry{Epoch: before[len(before)-1].Epoch + 1, StartOffset: old.store.CommitLogMaxOffset()})
+	testutil.NoError(t, old.repl.applyMeta(&protocol.ReplicaMeta{Epochs: taken}, nil), "applying an agreeing history")
+	testutil.Equal(t, fmt.Sprint(old.repl.epochs()), fmt.Sprint(taken), "an agreeing history")
+	old.repl.mu.Lock()
+	old.repl.state.Epochs = before
+	old.repl.state.Master = true
+	testutil.NoError(t, old.repl.persistLocked(), "restoring the data directory's state")
+	old.repl.mu.Unlock()
+	old.Shutdown()
+	g.followsWithoutTail(t, "DivMeta")
 }
 
 // chunkEnd returns where the log continues after a ReadLog chunk read at
