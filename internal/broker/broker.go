@@ -102,7 +102,8 @@ type Server struct {
 	bootTime time.Time
 	putCount atomic.Int64
 	// reseeded: the store's damaged data was moved aside at start and the
-	// group's log is being copied again (reseed.go); it never leads.
+	// group's log is being copied again (reseed.go): newReplication marks
+	// the replication state, and it does not lead until caught up.
 	reseeded bool
 	// retriesAnswered counts retried sends answered with the copy an
 	// earlier attempt stored (sendretry.go).

@@ -45,6 +45,12 @@ type replicationState struct {
 	Master       bool                  `json:"master"`
 	RegisteredID int64                 `json:"registeredId"`
 	Epochs       []protocol.EpochEntry `json:"epochs"`
+	// Reseeded: the broker moved its damaged log aside (reseed.go) and
+	// has not yet copied the group's log up to where a master's ended
+	// when it first followed one since: it must not lead. Kept on disk so
+	// that a restart meanwhile does not forget it (the chaos campaign saw
+	// a reseeded replica power-cycled, then elected with an empty log).
+	Reseeded bool `json:"reseeded,omitempty"`
 }
 
 // Errors of the replicated send path; putErrorResponse maps them to codes.
@@ -103,6 +109,10 @@ type replication struct {
 	// fresh: the data directory had no replication state (a new broker,
 	// or one whose disk was replaced).
 	fresh bool
+	// catchUpTo (replica, while state.Reseeded) is the master's log end
+	// at the HELLO since the reseed: once the log reaches it, the broker
+	// holds what the group acknowledged and may lead again.
+	catchUpTo atomic.Int64
 	// refusedLead is set once the broker has refused the master role
 	// (controller.go, leadRefusalLocked), so it says so once.
 	refusedLead atomic.Bool
@@ -155,6 +165,9 @@ func newReplication(s *Server) (*replication, error) {
 	} else if r.state.Master != (s.opts.BrokerID == protocol.MasterID) {
 		s.logger.Warn("the data directory's role differs from --id (a switchover changed it); keeping the data directory's",
 			"master", r.state.Master, "registeredId", r.state.RegisteredID, "id", s.opts.BrokerID)
+	}
+	if s.reseeded {
+		r.state.Reseeded = true
 	}
 	if why := r.leadRefusalLocked(); why != "" && r.state.Master && r.controllerMode() {
 		// A master that lost records since its epoch began starts as a

@@ -182,10 +182,14 @@ func (r *replication) followOnce(ctx context.Context, roleCh <-chan struct{}) er
 		if len(resp.Body) == 0 {
 			continue
 		}
-		if _, err := s.store.AppendReplicated(fctx, from, resp.Body); err != nil {
+		end, err := s.store.AppendReplicated(fctx, from, resp.Body)
+		if err != nil {
 			if errors.Is(err, store.ErrCorrupt) {
 				s.logger.Error("the master sent a damaged chunk; fetching it again", "from", from, "err", err)
 			}
+			return err
+		}
+		if err := r.noteCaughtUp(end); err != nil {
 			return err
 		}
 	}
@@ -241,6 +245,9 @@ func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, er
 	r.mu.Lock()
 	r.state.Epochs = masterEpochs
 	r.noteEpochLocked()
+	if r.state.Reseeded {
+		r.catchUpTo.Store(rh.LogEnd)
+	}
 	err = r.persistLocked()
 	r.mu.Unlock()
 	if err != nil {
@@ -248,6 +255,20 @@ func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, er
 	}
 	s.logger.Info("following the master", "master", conn.RemoteAddr(), "epoch", rh.Epoch, "from", s.store.CommitLogMaxOffset(), "masterEnd", rh.LogEnd)
 	return rh.Epoch, nil
+}
+
+// noteCaughtUp clears the reseed mark once a reseeded replica's log
+// reaches where its master's ended at the HELLO: it then holds everything
+// the group had acknowledged, as any in-sync replica does.
+func (r *replication) noteCaughtUp(end int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.state.Reseeded || end < r.catchUpTo.Load() {
+		return nil
+	}
+	r.state.Reseeded = false
+	r.s.logger.Info("the log copied again after damage has caught up with the master: this broker may lead again", "logEnd", end)
+	return r.persistLocked()
 }
 
 // metaLoop copies the master's topics, groups, offsets and delay progress

@@ -32,9 +32,10 @@ const quarantineDir = "quarantine"
 var storeEntries = []string{"commitlog", "consumequeue", "index", "checkpoint", "abort", "store.json", "reserve"}
 
 // openStore opens the broker's store, reseeding a damaged replica; it
-// reports whether it did. A reseeded broker never becomes master in this
-// run (controller.go): its disk said replica, but a controller may have
-// elected it since, and its log now lacks what the group acknowledged.
+// reports whether it did. A reseeded broker does not become master until
+// it has caught up with a master (replicationState.Reseeded): its disk said
+// replica, but a controller may have elected it since, and its log now
+// lacks what the group acknowledged.
 func openStore(sopts store.Options, opts Options, logger *slog.Logger) (*store.Store, bool, error) {
 	st, err := store.Open(sopts)
 	if err == nil || !errors.Is(err, store.ErrCorrupt) || !opts.Hardening.ReseedCorruptReplica ||

@@ -62,13 +62,15 @@ func TestReplicaWithDamagedLogReseedsFromTheMaster(t *testing.T) {
 	waitCaughtUp(t, master, replica)
 	waitKeys(t, c, replica.Addr(), "ReseedTopic", 4, 300)
 
-	// A controller that names the reseeded broker master (its disk said
-	// replica, but it may have been elected before the damage) is refused:
-	// it does not lead in this run.
+	// Caught up with the master, it holds what the group acknowledged and
+	// may lead again.
 	testutil.True(t, replica.reseeded, "the broker knows it reseeded")
-	replica.repl.applyControllerAnswer(protocol.ControllerHeartbeatResponseHeader{MasterID: ropts.BrokerID,
-		MasterAddr: replica.Addr(), Epoch: replica.repl.lastEpoch() + 1, LeaseMillis: 5000}, time.Now())
-	testutil.True(t, !replica.IsMaster(), "a reseeded broker refuses to lead")
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if why := leadRefusal(replica); why != "" {
+			return errors.New(why)
+		}
+		return nil
+	})
 
 	// The master, damaged the same way, refuses: its log may hold what
 	// no other copy has.
@@ -77,4 +79,67 @@ func TestReplicaWithDamagedLogReseedsFromTheMaster(t *testing.T) {
 	damageLastSegment(t, mopts.DataDir)
 	_, err = New(mopts)
 	testutil.True(t, errors.Is(err, store.ErrCorrupt), "a damaged master refuses to start", err)
+}
+
+// leadRefusal is why s would refuse the master role now ("" if it would not).
+func leadRefusal(s *Server) string {
+	s.repl.mu.Lock()
+	defer s.repl.mu.Unlock()
+	return s.repl.leadRefusalLocked()
+}
+
+// TestReseededReplicaStillRefusesToLeadAfterARestart: a replica that moved
+// its damaged log aside and restarted before it copied the group's log
+// again still refuses the master role: the mark is on its disk. (The
+// seed-61 campaign: a reseeded replica lost power, started without the
+// in-memory mark, and a controller leader that had not seen its log shrink
+// elected it with an empty log; the group's log began again at 0.) Once it
+// has caught up with the master, it may lead.
+func TestReseededReplicaStillRefusesToLeadAfterARestart(t *testing.T) {
+	ns := startNamesrv(t, "127.0.1.1:0", "idc1", nil)
+	mopts := groupOptions(t, 1, "broker-gr", 0, ReplicationSync, ns.Addr())
+	master, stopMaster := runBroker(t, mopts)
+	ropts := groupOptions(t, 2, "broker-gr", 1, ReplicationSync, ns.Addr())
+	replica, stopReplica := runBroker(t, ropts)
+	c := newRawClient(t)
+	createTopic(t, c, master.Addr(), "ReseedRestart", 4)
+	waitInSync(t, master, 1)
+	acked := sendKeys(t, c, master.Addr(), "ReseedRestart", "k", 200)
+	testutil.Equal(t, len(acked), 200, "acknowledged")
+	waitCaughtUp(t, master, replica)
+	stopReplica()
+	stopMaster() // nothing to copy from until the replica has restarted twice
+	damageLastSegment(t, ropts.DataDir)
+
+	ropts.Listen = replica.Addr()
+	replica, stopReplica = runBroker(t, ropts)
+	testutil.True(t, replica.reseeded, "the broker reseeded")
+	testutil.Equal(t, replica.store.CommitLogMaxOffset(), int64(0), "the reseeded log")
+	testutil.Eventually(t, 10*time.Second, func() error { // running, not only started
+		replica.mu.Lock()
+		defer replica.mu.Unlock()
+		if !replica.running {
+			return errors.New("not running yet")
+		}
+		return nil
+	})
+	stopReplica()
+
+	replica, _ = runBroker(t, ropts)
+	testutil.True(t, !replica.reseeded, "the second start found nothing damaged")
+	testutil.True(t, leadRefusal(replica) != "", "a restarted reseeded broker says it will not lead")
+	replica.repl.applyControllerAnswer(protocol.ControllerHeartbeatResponseHeader{MasterID: ropts.BrokerID,
+		MasterAddr: replica.Addr(), Epoch: replica.repl.lastEpoch() + 1, LeaseMillis: 5000}, time.Now())
+	testutil.True(t, !replica.IsMaster(), "a restarted reseeded broker named master refuses")
+
+	mopts.Listen = master.Addr()
+	master, _ = runBroker(t, mopts)
+	waitCaughtUp(t, master, replica)
+	waitKeys(t, c, replica.Addr(), "ReseedRestart", 4, 200)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if why := leadRefusal(replica); why != "" {
+			return errors.New(why)
+		}
+		return nil
+	})
 }
