@@ -49,7 +49,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	seed := fs.Uint64("seed", 1, "with --chaos: the seed that picks the faults")
 	faults := fs.String("faults", "", "with --chaos: the fault `kinds`, comma-separated: kill, stop, pause, corrupt (replicas only),\n"+
 		"clock (a broker's wall clock stepped by up to ±15 min);\n"+
-		"with FUSE (root, /dev/fuse) also power, disk-full; with --netns also isolate, one-way, flaky\n(default all that apply)")
+		"with FUSE (root, /dev/fuse) also power, disk-full; with --netns also isolate, one-way, bridge, flaky\n(default all that apply)")
 	replay := fs.String("replay", "", "with --chaos: play this chaos-plan.json `file` instead of a seeded plan")
 	stockPeer := fs.String("stock-peer", "", "run the stock remoting Go client (rocketmq-client-go) as one more workload: the `binary`\n"+
 		"built from test/rmqpeer (go build -o /tmp/rmqpeer ./test/rmqpeer)")

@@ -35,6 +35,10 @@ const (
 	FaultPause   = "pause"
 	FaultIsolate = "isolate" // an IDC cut from every other, both ways
 	FaultOneWay  = "one-way" // packets from one IDC to another dropped
+	// FaultBridge cuts the link between two IDCs both ways while the third
+	// still sees both: a bridge. (With three IDCs, isolate is the
+	// minority/majority split.)
+	FaultBridge = "bridge"
 	// FaultCorrupt kills a replica broker, damages the newest part of its
 	// commit log (a bit flipped, or the file cut short) and restarts it.
 	FaultCorrupt = "corrupt"
@@ -48,11 +52,11 @@ const (
 )
 
 // AllFaults are the kinds the nemesis knows; network kinds need --netns.
-var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultPower, FaultDiskFull, FaultIsolate, FaultOneWay, FaultFlaky, FaultClock}
+var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultPower, FaultDiskFull, FaultIsolate, FaultOneWay, FaultFlaky, FaultClock, FaultBridge}
 
 // networkFault reports whether kind acts on the network (--netns only).
 func networkFault(kind string) bool {
-	return kind == FaultIsolate || kind == FaultOneWay || kind == FaultFlaky
+	return kind == FaultIsolate || kind == FaultOneWay || kind == FaultFlaky || kind == FaultBridge
 }
 
 // faultLock is what a fault holds while in force: its target, or for the
@@ -124,7 +128,8 @@ type ChaosPlan struct {
 // the duration.
 //
 // targets gives each kind's targets: process names for process faults,
-// "idcN" (isolate) and "idcA>idcB" (one-way) for network faults. Network
+// "idcN" (isolate), "idcA>idcB" (one-way) and "idcA<>idcB" (flaky, bridge)
+// for network faults. Network
 // faults never overlap each other.
 func planChaos(seed uint64, duration time.Duration, kinds []string, targets func(kind string) []string) ChaosPlan {
 	rng := rand.New(rand.NewPCG(seed, 0x63686f73))
@@ -303,19 +308,25 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 			return err
 		}
 		undo = topo.Restore
-	case FaultIsolate, FaultOneWay:
+	case FaultIsolate, FaultOneWay, FaultBridge:
 		topo := d.network.topo
 		var a, b int
 		var err error
-		if e.Kind == FaultIsolate {
+		switch e.Kind {
+		case FaultIsolate:
 			_, err = fmt.Sscanf(e.Target, "idc%d", &a)
 			if err == nil {
 				err = topo.Isolate(ctx, a)
 			}
-		} else {
+		case FaultOneWay:
 			_, err = fmt.Sscanf(e.Target, "idc%d>idc%d", &a, &b)
 			if err == nil {
 				err = topo.CutOneWay(ctx, a, b)
+			}
+		default:
+			_, err = fmt.Sscanf(e.Target, "idc%d<>idc%d", &a, &b)
+			if err == nil {
+				err = topo.Cut(ctx, a, b)
 			}
 		}
 		if err != nil {
@@ -540,7 +551,7 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 				return replicas
 			case FaultClock:
 				return brokers
-			case FaultFlaky:
+			case FaultFlaky, FaultBridge:
 				return links
 			}
 			return procs

@@ -24,7 +24,7 @@ func TestChaosPlanIsSeededAndReplayable(t *testing.T) {
 			return []string{"idc1", "idc2"}
 		case FaultOneWay:
 			return []string{"idc1>idc2", "idc2>idc1"}
-		case FaultFlaky:
+		case FaultFlaky, FaultBridge:
 			return []string{"idc1<>idc2"}
 		case FaultCorrupt:
 			return []string{"idc1/replica-of-broker-idc2", "idc2/replica-of-broker-idc1"}

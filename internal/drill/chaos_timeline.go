@@ -76,6 +76,8 @@ func faultLetter(kind string) string {
 		return "P"
 	case FaultClock:
 		return "t"
+	case FaultBridge:
+		return "B"
 	}
 	return kind[:1]
 }
@@ -111,13 +113,14 @@ func (tl *timeline) writeText(w io.Writer) {
 		fmt.Fprintf(w, "  %-30s %s\n", idc+" producer: acked", a.String())
 		fmt.Fprintf(w, "  %-30s %s\n", idc+" producer: errors", strings.TrimRight(e.String(), " "))
 	}
-	fmt.Fprintln(w, "  (k kill, s stop, p pause, c corrupt, P power, d disk-full, i isolate, o one-way, f flaky, t clock; ! a slice with send errors)")
+	fmt.Fprintln(w, "  (k kill, s stop, p pause, c corrupt, P power, d disk-full, i isolate, o one-way, B bridge, f flaky, t clock; ! a slice with send errors)")
 }
 
 // faultColor is a kind's band colour in the picture.
 var faultColor = map[string]string{
 	FaultKill: "#d62728", FaultStop: "#ff7f0e", FaultPause: "#9467bd", FaultIsolate: "#1f77b4", FaultOneWay: "#17becf",
 	FaultCorrupt: "#8c564b", FaultPower: "#000000", FaultDiskFull: "#7f7f7f", FaultFlaky: "#bcbd22", FaultClock: "#e377c2",
+	FaultBridge: "#aec7e8",
 }
 
 // writeSVG draws the timeline as an SVG picture.
