@@ -248,8 +248,8 @@ func (r *replication) applyControllerAnswer(ans protocol.ControllerHeartbeatResp
 // unsynced tail it fetched as a replica, a disk was damaged). Either way
 // another copy may hold acknowledged messages it lacks. Caller holds mu.
 func (r *replication) leadRefusalLocked() string {
-	if r.state.Reseeded {
-		return "it is copying its log again after damage"
+	if r.state.MustCatchUp != "" {
+		return r.state.MustCatchUp
 	}
 	end := r.s.store.CommitLogMaxOffset()
 	if n := len(r.state.Epochs); n > 0 && end < r.state.Epochs[n-1].StartOffset {

@@ -117,6 +117,11 @@ func TestMasterThatLostRecordsAfterItsElectionHandsTheGroupOn(t *testing.T) {
 	b1, _ = runBroker(t, opts1)
 	testutil.Equal(t, b1.store.CommitLogMaxOffset(), from, "the unsynced tail is gone")
 	testutil.True(t, !b1.IsMaster(), "a master that lost records since its epoch began starts as a replica")
+	testutil.True(t, b1.store.LostDurableRecords(), "the store saw records it had reported durable missing")
+	b1.repl.mu.Lock()
+	mark := b1.repl.state.MustCatchUp
+	b1.repl.mu.Unlock()
+	testutil.True(t, mark != "", "the mark that it must catch up before leading")
 
 	// The controller elects broker 0, which has everything; broker 1
 	// follows it and copies the tail back.
@@ -131,6 +136,12 @@ func TestMasterThatLostRecordsAfterItsElectionHandsTheGroupOn(t *testing.T) {
 	})
 	acked = append(acked, "after")
 	waitCaughtUp(t, b0, b1)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if why := leadRefusal(b1); why != "" {
+			return fmt.Errorf("broker 1, caught up, still refuses: %s", why)
+		}
+		return nil
+	})
 	for _, s := range []*Server{b0, b1} {
 		keys := readKeys(t, c, s.Addr(), "PowerTopic", 4)
 		for _, k := range acked {

@@ -45,12 +45,14 @@ type replicationState struct {
 	Master       bool                  `json:"master"`
 	RegisteredID int64                 `json:"registeredId"`
 	Epochs       []protocol.EpochEntry `json:"epochs"`
-	// Reseeded: the broker moved its damaged log aside (reseed.go) and
-	// has not yet copied the group's log up to where a master's ended
-	// when it first followed one since: it must not lead. Kept on disk so
-	// that a restart meanwhile does not forget it (the chaos campaign saw
-	// a reseeded replica power-cycled, then elected with an empty log).
-	Reseeded bool `json:"reseeded,omitempty"`
+	// MustCatchUp says why the broker's log may lack what the group
+	// acknowledged — it moved its damaged log aside (reseed.go), or its
+	// store lost records it had reported durable — until it has copied the
+	// group's log up to where a master's ended when it first followed one
+	// since; "" otherwise. Such a broker must not lead. Kept on disk so that
+	// a restart meanwhile does not forget it (the chaos campaign saw a
+	// reseeded replica power-cycled, then elected with an empty log).
+	MustCatchUp string `json:"mustCatchUp,omitempty"`
 }
 
 // Errors of the replicated send path; putErrorResponse maps them to codes.
@@ -109,7 +111,7 @@ type replication struct {
 	// fresh: the data directory had no replication state (a new broker,
 	// or one whose disk was replaced).
 	fresh bool
-	// catchUpTo (replica, while state.Reseeded) is the master's log end
+	// catchUpTo (replica, while state.MustCatchUp) is the master's log end
 	// at the HELLO since the reseed: once the log reaches it, the broker
 	// holds what the group acknowledged and may lead again.
 	catchUpTo atomic.Int64
@@ -166,8 +168,13 @@ func newReplication(s *Server) (*replication, error) {
 		s.logger.Warn("the data directory's role differs from --id (a switchover changed it); keeping the data directory's",
 			"master", r.state.Master, "registeredId", r.state.RegisteredID, "id", s.opts.BrokerID)
 	}
-	if s.reseeded {
-		r.state.Reseeded = true
+	switch {
+	case s.reseeded:
+		r.state.MustCatchUp = "it is copying its log again after damage"
+	case s.store.LostDurableRecords() && r.controllerMode():
+		// Another copy holds them (with the controller, groups have
+		// replicas); alone, the broker goes on with what it has.
+		r.state.MustCatchUp = "its store lost records it had reported durable (a damaged disk)"
 	}
 	if why := r.leadRefusalLocked(); why != "" && r.state.Master && r.controllerMode() {
 		// A master that lost records since its epoch began starts as a
@@ -175,7 +182,7 @@ func newReplication(s *Server) (*replication, error) {
 		// copies back what it lost.
 		s.logger.Error("this broker was master but may lack acknowledged messages: starting as a replica; "+
 			"the controller elects another member", "why", why, "logEnd", s.store.CommitLogMaxOffset())
-		r.state = replicationState{RegisteredID: r.replicaRegID(), Epochs: r.state.Epochs}
+		r.state = replicationState{RegisteredID: r.replicaRegID(), Epochs: r.state.Epochs, MustCatchUp: r.state.MustCatchUp}
 	}
 	if r.state.Master {
 		r.state.RegisteredID = protocol.MasterID

@@ -245,7 +245,7 @@ func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, er
 	r.mu.Lock()
 	r.state.Epochs = masterEpochs
 	r.noteEpochLocked()
-	if r.state.Reseeded {
+	if r.state.MustCatchUp != "" {
 		r.catchUpTo.Store(rh.LogEnd)
 	}
 	err = r.persistLocked()
@@ -257,17 +257,17 @@ func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, er
 	return rh.Epoch, nil
 }
 
-// noteCaughtUp clears the reseed mark once a reseeded replica's log
-// reaches where its master's ended at the HELLO: it then holds everything
-// the group had acknowledged, as any in-sync replica does.
+// noteCaughtUp clears the MustCatchUp mark once the replica's log reaches
+// where its master's ended at the HELLO: it then holds everything the group
+// had acknowledged, as any in-sync replica does.
 func (r *replication) noteCaughtUp(end int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.state.Reseeded || end < r.catchUpTo.Load() {
+	if r.state.MustCatchUp == "" || end < r.catchUpTo.Load() {
 		return nil
 	}
-	r.state.Reseeded = false
-	r.s.logger.Info("the log copied again after damage has caught up with the master: this broker may lead again", "logEnd", end)
+	r.s.logger.Info("the log has caught up with the master: this broker may lead again", "was", r.state.MustCatchUp, "logEnd", end)
+	r.state.MustCatchUp = ""
 	return r.persistLocked()
 }
 

@@ -33,7 +33,7 @@ var storeEntries = []string{"commitlog", "consumequeue", "index", "checkpoint", 
 
 // openStore opens the broker's store, reseeding a damaged replica; it
 // reports whether it did. A reseeded broker does not become master until
-// it has caught up with a master (replicationState.Reseeded): its disk said
+// it has caught up with a master (replicationState.MustCatchUp): its disk said
 // replica, but a controller may have elected it since, and its log now
 // lacks what the group acknowledged.
 func openStore(sopts store.Options, opts Options, logger *slog.Logger) (*store.Store, bool, error) {

@@ -288,6 +288,7 @@ func (r *recoveryScan) chooseStart(cp *checkpoint, clMin int64, missingIndex []i
 		} else if start-g.start > size {
 			s.log.Error("commit-log segment is shorter than the flushed checkpoint: data reported durable is missing; re-verifying the segment",
 				"segment", g.path, "fileSize", size, "checkpoint", start)
+			s.lostDurable = true
 			start = g.start
 		}
 	} else if start != last.end() {
@@ -517,6 +518,7 @@ func (r *recoveryScan) bad(i int, rel int64, reason string) (int64, error) {
 	if at < r.cpPos && r.hasCP {
 		s.log.Error("the torn tail starts below the flushed checkpoint: records reported durable were lost",
 			"checkpoint", r.cpPos, "logEnd", at)
+		s.lostDurable = true
 	}
 	return at, nil
 }

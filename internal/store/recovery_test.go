@@ -153,6 +153,7 @@ func TestStoreRecoveryTornTail(t *testing.T) {
 			s = openStore(t, o)
 			log := lb.String()
 			testutil.True(t, strings.Contains(log, "truncated a torn tail"), "torn tail logged")
+			testutil.True(t, !s.LostDurableRecords(), "the torn record was never reported durable")
 			if tc.wholeRecord {
 				testutil.True(t, strings.Contains(log, "recovery drops a corrupt record"), "the drop is logged as such")
 			}
@@ -408,4 +409,36 @@ func TestStoreRecoveryUncleanVerifiesTheWholeLastSegment(t *testing.T) {
 
 	_, err = Open(o)
 	testutil.True(t, errors.Is(err, ErrCorrupt), "the damaged record below the checkpoint is found", err)
+}
+
+// A commit log cut below its flushed checkpoint — at a record boundary or
+// inside a record — lost records the store had reported durable: Open
+// says so (LostDurableRecords), and a replicated broker then refuses to
+// lead until it has copied them back.
+func TestStoreReportsLostDurableRecords(t *testing.T) {
+	for _, mid := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inside a record %v", mid), func(t *testing.T) {
+			o, _ := testOptions(t)
+			s := openStore(t, o)
+			fillStore(t, s, 60)
+			testutil.NoError(t, s.cl.flushCommitLog(), "flush")
+			flushDerived(t, s)
+			checkpointNow(t, s)
+			testutil.Equal(t, s.FlushedOffset(), s.CommitLogMaxOffset(), "the checkpoint covers the whole log")
+			s.abandon()
+			files := segmentFiles(t, o.Dir)
+			path := files[len(files)-1]
+			pos, size := lastRecordStart(t, path)
+			cut := pos
+			if mid {
+				cut += size / 2
+			}
+			testutil.NoError(t, os.Truncate(path, cut))
+			s = openStore(t, o)
+			testutil.True(t, s.LostDurableRecords(), "a cut below the checkpoint is reported")
+			testutil.NoError(t, s.Close())
+			s = openStore(t, o)
+			testutil.True(t, !s.LostDurableRecords(), "reported once: the next clean open has nothing missing")
+		})
+	}
 }

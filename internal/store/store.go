@@ -55,6 +55,9 @@ type Store struct {
 	derivedFailing atomic.Bool
 	// corruptReads counts records a read found damaged (CorruptRecords).
 	corruptReads atomic.Int64
+	// lostDurable: recovery found the commit log shorter than the flushed
+	// checkpoint (LostDurableRecords). Set during Open only.
+	lostDurable bool
 
 	offsets *offsetTable
 	metaMu  sync.Mutex // serialises metadata file writes and reads

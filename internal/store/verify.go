@@ -37,6 +37,12 @@ func (s *Store) reportCorrupt(where, topic string, queueID int32, queueOffset, p
 		"segment", offsetName(phys-phys%s.opts.SegmentSize), "err", err, "corruptReadsTotal", n)
 }
 
+// LostDurableRecords reports whether Open found the commit log ending below
+// its flushed checkpoint: records it had reported fsynced are gone (a disk
+// that lost or damaged written data). A replicated broker must not lead
+// its group until it has copied them back.
+func (s *Store) LostDurableRecords() bool { return s.lostDurable }
+
 // CorruptRecords returns how many times a read found a corrupt record since
 // Open (a record read twice counts twice). The broker exports it as a metric.
 func (s *Store) CorruptRecords() int64 { return s.corruptReads.Load() }
