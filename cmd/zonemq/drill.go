@@ -51,6 +51,9 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"clock (a broker's wall clock stepped by up to ±15 min);\n"+
 		"with FUSE (root, /dev/fuse) also power, disk-full; with --netns also isolate, one-way, bridge, flaky\n(default all that apply)")
 	replay := fs.String("replay", "", "with --chaos: play this chaos-plan.json `file` instead of a seeded plan")
+	v5Peer := fs.String("v5-peer", "", "run a gRPC access point in every IDC and the RocketMQ 5 Go client\n"+
+		"(github.com/apache/rocketmq-clients/golang/v5) as one more workload: the `binary` built from test/v5peer\n"+
+		"(go build -o /tmp/v5peer ./test/v5peer)")
 	stockPeer := fs.String("stock-peer", "", "run the stock remoting Go client (rocketmq-client-go) as one more workload: the `binary`\n"+
 		"built from test/rmqpeer (go build -o /tmp/rmqpeer ./test/rmqpeer)")
 	timeline := fs.String("timeline", "", "with --chaos: write the campaign's SVG picture (faults, sends and errors per IDC) to this `file`\n"+
@@ -115,6 +118,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Terminal:       isTerminal(stderr),
 		Chaos:          chaosOpts,
 		StockPeer:      *stockPeer,
+		V5Peer:         *v5Peer,
 	})
 	if err != nil {
 		return err

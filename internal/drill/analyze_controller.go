@@ -38,8 +38,14 @@ func (d *drill) checkInput(ctx context.Context, sends []sendRecord, recvs map[st
 		in.Unacked = append(in.Unacked, failed...)
 		in.Consumptions = append(in.Consumptions, cons...)
 	}
-	if d.stock != nil {
-		acks, cons, failed := d.stock.snapshot()
+	if d.pull != nil {
+		acks, cons, failed := d.pull.snapshot()
+		in.Acks = append(in.Acks, acks...)
+		in.Unacked = append(in.Unacked, failed...)
+		in.Consumptions = append(in.Consumptions, cons...)
+	}
+	for _, w := range d.peers {
+		acks, cons, failed := w.snapshot()
 		in.Acks = append(in.Acks, acks...)
 		in.Unacked = append(in.Unacked, failed...)
 		in.Consumptions = append(in.Consumptions, cons...)

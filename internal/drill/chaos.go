@@ -216,14 +216,19 @@ func (d *drill) chaosTargets() map[string]faultable {
 		out[i.name+"/broker"] = i.broker
 		out[i.name+"/namesrv"] = i.namesrv
 		out[i.name+"/addrsrv"] = i.addrsrv
+		if i.proxy != nil {
+			out[i.name+"/proxy"] = i.proxy
+		}
 		for _, r := range i.replicas {
 			out[i.name+"/replica-of-"+argAfter(r.args, "--name")] = r
 		}
 		if c := d.work.consumer(i.name); c != nil {
 			out[i.name+"/consumer"] = c
 		}
-		if d.stock != nil && d.stock.idc == i {
-			out[i.name+stockTarget] = d.stock
+		for _, w := range d.peers {
+			if w.idc == i {
+				out[w.String()] = w
+			}
 		}
 	}
 	return out

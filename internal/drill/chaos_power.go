@@ -103,12 +103,12 @@ func (d *drill) powerOff(e ChaosEvent) (func(context.Context) error, error) {
 	if consumer != nil {
 		consumer.kill()
 	}
-	stock := d.stock
-	if stock != nil && stock.idc != idc {
-		stock = nil
-	}
-	if stock != nil {
-		stock.kill()
+	var peers []*peerWork
+	for _, w := range d.peers {
+		if w.idc == idc {
+			peers = append(peers, w)
+			w.kill()
+		}
 	}
 	for _, p := range idc.servers() {
 		p.kill()
@@ -120,7 +120,11 @@ func (d *drill) powerOff(e ChaosEvent) (func(context.Context) error, error) {
 	d.progress.printf("chaos: %s lost power: %d files lost %d unsynced bytes", e.Target, loss.Files, loss.Bytes)
 	return func(ctx context.Context) error {
 		// Boot in the cluster's order: name server, address server, brokers.
-		for _, p := range append([]*proc{idc.namesrv, idc.addrsrv, idc.broker}, idc.replicas...) {
+		boot := append([]*proc{idc.namesrv, idc.addrsrv, idc.broker}, idc.replicas...)
+		if idc.proxy != nil {
+			boot = append(boot, idc.proxy)
+		}
+		for _, p := range boot {
 			if err := supervised(p.start)(ctx); err != nil {
 				return err
 			}
@@ -130,8 +134,10 @@ func (d *drill) powerOff(e ChaosEvent) (func(context.Context) error, error) {
 				return err
 			}
 		}
-		if stock != nil {
-			return supervised(stock.start)(ctx)
+		for _, w := range peers {
+			if err := supervised(w.start)(ctx); err != nil {
+				return err
+			}
 		}
 		return nil
 	}, nil

@@ -19,6 +19,7 @@ const (
 	drillAddrsrvPort = 28080
 	drillNamesrvPort = 29876
 	drillBrokerPort  = 20911
+	drillProxyPort   = 28081
 )
 
 // idcProcs are the server processes of one IDC.
@@ -29,6 +30,9 @@ type idcProcs struct {
 	addrsrv *proc
 	namesrv *proc
 	broker  *proc
+	// proxy is the IDC's gRPC access point for the RocketMQ 5 clients,
+	// nil unless the layout asks for one.
+	proxy *proc
 	// replicas are the replica brokers this IDC hosts for other IDCs'
 	// broker groups (Options.Replicas > 1).
 	replicas []*proc
@@ -45,7 +49,11 @@ type idcProcs struct {
 
 // servers lists every server process of the IDC, brokers first.
 func (i *idcProcs) servers() []*proc {
-	return append(append([]*proc{i.broker}, i.replicas...), i.addrsrv, i.namesrv)
+	ps := append(append([]*proc{i.broker}, i.replicas...), i.addrsrv, i.namesrv)
+	if i.proxy != nil {
+		ps = append(ps, i.proxy)
+	}
+	return ps
 }
 
 func (i *idcProcs) addrsrvURL() string { return "http://" + i.addrsrv.addr }
@@ -71,6 +79,9 @@ type clusterLayout struct {
 	// --min-insync-replicas (0: the broker's default).
 	controller bool
 	minInSync  int
+	// proxies runs a gRPC access point in every IDC (the RocketMQ 5
+	// client workload needs them).
+	proxies bool
 }
 
 func idcName(n int) string { return fmt.Sprintf("idc%d", n) }
@@ -147,6 +158,11 @@ func newCluster(binary, workDir string, l clusterLayout, ipOf func(int) string) 
 				i.addrsrvs = append(i.addrsrvs, o.addrsrvURL())
 			}
 		}
+		if l.proxies {
+			addr := fmt.Sprintf("%s:%d", i.ip, drillProxyPort+portOffset)
+			i.proxy = newProc(binary, workDir, roleProxy, i.name, addr, []string{"--listen", addr, "--idc", i.name,
+				"--addrsrv", strings.Join(i.addrsrvs, ","), "--cluster-secret-file", c.secretFile})
+		}
 	}
 	// Replica k of IDC g's broker group lives in IDC g+k, on the broker
 	// port + k.
@@ -194,6 +210,13 @@ func (c *cluster) start(ctx context.Context) error {
 	for _, i := range c.idcs {
 		for _, r := range i.replicas {
 			if err := r.start(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	for _, i := range c.idcs {
+		if i.proxy != nil {
+			if err := i.proxy.start(ctx); err != nil {
 				return err
 			}
 		}

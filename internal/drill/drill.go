@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +81,9 @@ type Options struct {
 	// StockPeer, if set, is test/rmqpeer built: the stock remoting Go
 	// client (rocketmq-client-go) runs as one more workload (stock.go).
 	StockPeer string
+	// V5Peer, if set, is test/v5peer built: every IDC runs an access
+	// point and the RocketMQ 5 Go client runs as one more workload.
+	V5Peer string
 }
 
 type drill struct {
@@ -89,7 +93,8 @@ type drill struct {
 	work     *workload
 	audit    *lockAudit // --netns: queue locks read from every broker (lockaudit.go)
 	ordered  *orderedWork
-	stock    *stockWork      // nil without Options.StockPeer
+	pull     *pullWork       // chaos campaigns only
+	peers    []*peerWork     // the official clients: Options.StockPeer, V5Peer
 	ctl      *controllerView // controller mode only
 	power    powerDisks      // chaos with power faults only (chaos_power.go)
 	progress *progress
@@ -157,7 +162,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	defer network.close()
 	cl, err := newCluster(opts.Binary, workDir, clusterLayout{idcs: opts.IDCs, replicas: opts.Replicas, portOffset: opts.PortOffset,
-		controller: opts.Controller, minInSync: opts.MinInSync}, network.ipOf)
+		controller: opts.Controller, minInSync: opts.MinInSync, proxies: opts.V5Peer != ""}, network.ipOf)
 	if err != nil {
 		return nil, err
 	}
@@ -224,13 +229,28 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	}
 	d.ordered = ordered
 	defer ordered.close(closeCtx)
-	if d.opts.StockPeer != "" {
-		cfg := orderedClientConfig(d.cluster, d.opts.Logger)
-		cfg.ClusterSecretFile = d.cluster.secretFile
-		if d.stock, err = startStock(ctx, d.cluster, d.opts.StockPeer, 2*d.opts.SendInterval, cfg); err != nil {
+	if d.opts.Chaos != nil {
+		if d.pull, err = startPull(ctx, d.cluster, 2*d.opts.SendInterval, d.opts.Logger); err != nil {
 			return nil, err
 		}
-		defer d.stock.close(closeCtx)
+		defer d.pull.close(closeCtx)
+	}
+	var specs []peerSpec
+	if d.opts.StockPeer != "" {
+		specs = append(specs, stockSpec(d.opts.StockPeer))
+	}
+	if d.opts.V5Peer != "" {
+		specs = append(specs, v5Spec(d.opts.V5Peer, d.cluster))
+	}
+	for _, spec := range specs {
+		cfg := orderedClientConfig(d.cluster, d.opts.Logger)
+		cfg.ClusterSecretFile = d.cluster.secretFile
+		w, err := startPeer(ctx, d.cluster, spec, 2*d.opts.SendInterval, cfg)
+		if err != nil {
+			return nil, err
+		}
+		d.peers = append(d.peers, w)
+		defer w.close(closeCtx)
 	}
 	// Warm up: every consumer has taken its queues and messages flow before
 	// the healthy window is measured.
@@ -279,9 +299,19 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	d.progress.setPhase("draining: waiting for every acknowledged message to be consumed")
 	d.work.stopSending()
 	d.ordered.stopSending()
-	d.stock.stopSending()
+	d.pull.stopSending()
+	for _, w := range d.peers {
+		w.stopSending()
+	}
+	unconsumed := func() int {
+		n := d.work.ledger.unconsumed() + d.ordered.unconsumed() + d.pull.unconsumed()
+		for _, w := range d.peers {
+			n += w.unconsumed()
+		}
+		return n
+	}
 	deadline := time.Now().Add(d.opts.DrainTimeout)
-	for (d.work.ledger.unconsumed() > 0 || d.ordered.unconsumed() > 0 || d.stock.unconsumed() > 0) && time.Now().Before(deadline) {
+	for unconsumed() > 0 && time.Now().Before(deadline) {
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
 			return nil, err
 		}
@@ -306,6 +336,7 @@ func (d *drill) run(ctx context.Context) (*Report, error) {
 	r := &Report{
 		IDCs: d.opts.IDCs, PhaseMillis: millis(d.opts.PhaseLength), StartedAt: start,
 		Elapsed: millis(time.Since(start)), Scenarios: results, Totals: totals, Check: &check, OK: true, Chaos: chaos,
+		Workloads: d.workloadCounts(sends, recvs),
 	}
 	if chaos != nil {
 		if err := d.finishChaos(chaos, sends, recvs, in, check.EpochHistory); err != nil {
@@ -382,7 +413,11 @@ func (d *drill) waitFlowing(ctx context.Context, limit time.Duration) error {
 				}
 			}
 		}
-		if len(seen) == len(d.cluster.idcs) && d.producersLocal() && (d.stock == nil || d.stock.flowing()) {
+		peersFlowing := true
+		for _, w := range d.peers {
+			peersFlowing = peersFlowing && w.flowing()
+		}
+		if len(seen) == len(d.cluster.idcs) && d.producersLocal() && peersFlowing {
 			return nil
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
@@ -516,4 +551,29 @@ func (d *drill) writeLedger(sends []sendRecord, recvs map[string][]recvRecord, s
 		}
 		fmt.Fprintln(f)
 	}
+}
+
+// workloadCounts is the report's row per workload.
+func (d *drill) workloadCounts(sends []sendRecord, recvs map[string][]recvRecord) []WorkloadCount {
+	sdk := WorkloadCount{Name: "sdk"}
+	for _, s := range sends {
+		if s.err == nil {
+			sdk.Acked++
+		}
+	}
+	sdk.Delivered = len(recvs)
+	out := []WorkloadCount{sdk}
+	if d.ordered != nil {
+		acks, cons, _ := d.ordered.snapshot()
+		out = append(out, countWorkload("ordered", acks, cons))
+	}
+	if d.pull != nil {
+		acks, cons, _ := d.pull.snapshot()
+		out = append(out, countWorkload("pull", acks, cons))
+	}
+	for _, w := range d.peers {
+		acks, cons, _ := w.snapshot()
+		out = append(out, countWorkload(strings.TrimPrefix(w.spec.target, "/"), acks, cons))
+	}
+	return out
 }

@@ -23,6 +23,7 @@ const (
 	roleAddrsrv role = "addrsrv"
 	roleNamesrv role = "namesrv"
 	roleBroker  role = "broker"
+	roleProxy   role = "proxy" // gRPC: ready once it accepts connections
 )
 
 // proc is one role process of one IDC, started from the zonemq binary. It
@@ -48,12 +49,22 @@ type proc struct {
 
 func (p *proc) String() string { return fmt.Sprintf("%s/%s(%s)", p.idc, p.role, p.addr) }
 
-// start launches the process and waits until it accepts connections.
+// start launches the process and waits until it accepts connections. On
+// a process already running it only waits: an earlier start may have given
+// up on a slow one (a broker verifying its log after a power loss took 22 s
+// in the 60-minute campaign, past the 20 s a start waits), and the retry
+// must not fail for finding it up.
 func (p *proc) start(ctx context.Context) error {
 	p.mu.Lock()
 	if p.cmd != nil {
-		p.mu.Unlock()
-		return fmt.Errorf("%s is already running", p)
+		exited := p.exited
+		select {
+		case <-exited:
+			p.cmd = nil // it died since: start it again below
+		default:
+			p.mu.Unlock()
+			return p.waitReady(ctx, exited)
+		}
 	}
 	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -128,6 +139,9 @@ func (p *proc) ready() bool {
 		return false
 	}
 	defer c.Close()
+	if p.role == roleProxy {
+		return true // it listens once it serves
+	}
 	// Listening is not enough: a broker listens before it opens its store,
 	// and one that cannot (a full disk) exits after accepting. Ready means
 	// it answers a request — any answer, an error code included.

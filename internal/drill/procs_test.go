@@ -39,3 +39,40 @@ func TestReadyMeansAnswering(t *testing.T) {
 		testutil.Equal(t, got, answers, "a server that answers:", answers)
 	}
 }
+
+// Starting a process that is already up waits for it instead of failing,
+// and one that died since is started again. (The 60-minute campaign: a
+// broker verifying its log after a power loss took 22 s to answer, the
+// start gave up at 20 s, and every retry then failed with "already
+// running" until the campaign ended.)
+func TestStartIsIdempotent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	testutil.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ctx := t.Context()
+	for _, tc := range []struct {
+		binary string
+		args   []string
+	}{{"/bin/sleep", []string{"30"}}, {"/bin/true", nil}} {
+		p := &proc{role: roleProxy, idc: "idc1", addr: ln.Addr().String(), binary: tc.binary, args: tc.args,
+			logPath: t.TempDir() + "/p.log"}
+		testutil.NoError(t, p.start(ctx), "first start of", tc.binary)
+		if tc.binary == "/bin/true" {
+			p.mu.Lock()
+			exited := p.exited
+			p.mu.Unlock()
+			<-exited
+		}
+		testutil.NoError(t, p.start(ctx), "second start of", tc.binary)
+		testutil.NoError(t, p.kill())
+	}
+}

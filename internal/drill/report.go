@@ -112,8 +112,11 @@ type Report struct {
 	// Replicas compares each group's copies of the commit log after a
 	// chaos campaign (--replicas 2 or more), their brokers stopped.
 	Replicas []GroupCopies `json:"replicas,omitempty"`
-	OK       bool          `json:"ok"`
-	Problems []string      `json:"problems,omitempty"`
+	// Workloads are each application's acknowledged sends and the
+	// distinct keys delivered to it (the checker's input, by workload).
+	Workloads []WorkloadCount `json:"workloads,omitempty"`
+	OK        bool            `json:"ok"`
+	Problems  []string        `json:"problems,omitempty"`
 }
 
 // WriteJSON writes the report as one JSON document.
@@ -183,6 +186,13 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "  %s\n", ex)
 		}
 	}
+	if len(r.Workloads) > 0 {
+		fmt.Fprintf(w, "workloads (acknowledged / keys delivered):")
+		for _, wl := range r.Workloads {
+			fmt.Fprintf(w, " %s %d/%d", wl.Name, wl.Acked, wl.Delivered)
+		}
+		fmt.Fprintln(w)
+	}
 	r.writeChaos(w)
 	t := r.Totals
 	fmt.Fprintf(w, "\ntotals: %d sent, %d acknowledged, %d send errors, %d consumed, %d lost, %d duplicates\n",
@@ -224,4 +234,20 @@ func (r *Report) writeChaos(w io.Writer) {
 		io.WriteString(w, c.timelineText)
 	}
 	fmt.Fprintf(w, "  picture: %s\n", c.Timeline)
+}
+
+// WorkloadCount is what one workload sent and got.
+type WorkloadCount struct {
+	Name      string `json:"name"`
+	Acked     int    `json:"acked"`
+	Delivered int    `json:"delivered"`
+}
+
+// countWorkload counts acks and the distinct keys delivered.
+func countWorkload(name string, acks []ledger.Ack, recvs []ledger.Consumption) WorkloadCount {
+	keys := make(map[string]bool, len(recvs))
+	for _, c := range recvs {
+		keys[c.Key] = true
+	}
+	return WorkloadCount{Name: name, Acked: len(acks), Delivered: len(keys)}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,24 +20,67 @@ import (
 	"github.com/zonemq/zonemq/internal/ledger"
 )
 
-// The stock-client workload (issue 23): rocketmq-client-go, the client
-// most RocketMQ users run, as one more application of the campaign. It
-// runs as its own process (test/rmqpeer, given with --stock-peer) in the
-// first IDC, finds the name servers through that IDC's address server as
-// a RocketMQ user configures it, sends to its own topic and consumes it in
-// one consumer group; its sends and deliveries go into the same checker.
-// The nemesis may kill, stop or pause it as any client.
+// The official-client workloads (issue 23): the clients RocketMQ users
+// run, as more applications of the campaign, each a process of its own in
+// the first IDC sending to a topic of its own and consuming it in one
+// group; their sends and deliveries go into the same checker, and the
+// nemesis may kill, stop or pause them as any client.
+//   - the stock remoting Go client, rocketmq-client-go (test/rmqpeer,
+//     given with --stock-peer), finds the name servers through its IDC's
+//     address server as a RocketMQ user configures it;
+//   - the RocketMQ 5 Go client (test/v5peer, --v5-peer) talks gRPC to the
+//     IDCs' access points, its own IDC's first (a multi-address endpoint).
 const (
 	stockTopic    = "ZonemqDrillStock"
 	stockGroup    = "zonemq_drill_stock_cg"
 	stockProducer = "zonemq_drill_stock_pg"
 	stockQueues   = 4
 	stockTarget   = "/stock-client"
+
+	v5Topic  = "ZonemqDrillV5"
+	v5Group  = "zonemq_drill_v5_cg"
+	v5Target = "/v5-client"
 )
 
-// stockWork is the stock client's process and what it reported.
-type stockWork struct {
-	binary   string
+// peerSpec says how to run one official-client workload.
+type peerSpec struct {
+	binary string
+	target string // its name after the IDC's: "/stock-client"
+	topic  string
+	// args are the command line of run gen (its keys must differ from
+	// every earlier run's).
+	args func(home *idcProcs, gen int, interval time.Duration) []string
+}
+
+// stockSpec runs test/rmqpeer.
+func stockSpec(binary string) peerSpec {
+	return peerSpec{binary: binary, target: stockTarget, topic: stockTopic,
+		args: func(home *idcProcs, gen int, interval time.Duration) []string {
+			return []string{"--addrsrv", home.addrsrvURL(), "--topic", stockTopic, "--group", stockGroup,
+				"--producer-group", stockProducer, "--prefix", fmt.Sprintf("stock-%d-", gen),
+				"--instance", fmt.Sprintf("drill-stock-%d", gen), "--interval", interval.String()}
+		}}
+}
+
+// v5Spec runs test/v5peer's chaos mode against every IDC's access point,
+// the home IDC's first.
+func v5Spec(binary string, c *cluster) peerSpec {
+	return peerSpec{binary: binary, target: v5Target, topic: v5Topic,
+		args: func(home *idcProcs, gen int, interval time.Duration) []string {
+			eps := []string{home.proxy.addr}
+			for _, i := range c.idcs {
+				if i != home {
+					eps = append(eps, i.proxy.addr)
+				}
+			}
+			return []string{"chaos", "--endpoint", strings.Join(eps, ";"), "--topic", v5Topic, "--group", v5Group,
+				"--prefix", fmt.Sprintf("v5-%d-", gen), "--interval", interval.String()}
+		}}
+}
+
+// peerWork is one official-client workload's process and what it reported.
+type peerWork struct {
+	spec     peerSpec
 	idc      *idcProcs
 	logPath  string
 	home     string // HOME for the client (it writes its resolver snapshots under it)
@@ -60,9 +104,9 @@ type stockWork struct {
 	consumed       map[string]bool
 }
 
-// startStock creates the stock topic on every group and starts the stock
-// client.
-func startStock(ctx context.Context, c *cluster, binary string, interval time.Duration, cfg client.ClientConfig) (*stockWork, error) {
+// startPeer creates the workload's topic on every group and starts the
+// client in the first IDC.
+func startPeer(ctx context.Context, c *cluster, spec peerSpec, interval time.Duration, cfg client.ClientConfig) (*peerWork, error) {
 	adm, err := admin.New(admin.Config{ClientConfig: cfg})
 	if err != nil {
 		return nil, err
@@ -73,30 +117,31 @@ func startStock(ctx context.Context, c *cluster, binary string, interval time.Du
 	defer adm.Shutdown(context.Background())
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		err = adm.CreateTopic(ctx, admin.TopicSpec{Topic: stockTopic, Queues: stockQueues})
+		err = adm.CreateTopic(ctx, admin.TopicSpec{Topic: spec.topic, Queues: stockQueues})
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("drill: creating the stock client's topic: %w", err)
+			return nil, fmt.Errorf("drill: creating the topic %s: %w", spec.topic, err)
 		}
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
 	home := c.idcs[0]
-	w := &stockWork{binary: binary, idc: home, interval: interval, pending: map[string]bool{}, consumed: map[string]bool{},
-		logPath: filepath.Join(c.workDir, home.name+"-stock-client.log"), home: filepath.Join(c.workDir, "stock-client-home")}
+	name := strings.TrimPrefix(spec.target, "/")
+	w := &peerWork{spec: spec, idc: home, interval: interval, pending: map[string]bool{}, consumed: map[string]bool{},
+		logPath: filepath.Join(c.workDir, home.name+"-"+name+".log"), home: filepath.Join(c.workDir, name+"-home")}
 	if err := os.MkdirAll(w.home, 0o755); err != nil {
 		return nil, err
 	}
 	return w, w.start(ctx)
 }
 
-func (w *stockWork) String() string { return w.idc.name + stockTarget }
+func (w *peerWork) String() string { return w.idc.name + w.spec.target }
 
 // start launches the client; each run sends keys of its own (stock-<run>-n).
-func (w *stockWork) start(context.Context) error {
+func (w *peerWork) start(context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cmd != nil || w.closed {
@@ -107,14 +152,11 @@ func (w *stockWork) start(context.Context) error {
 		return err
 	}
 	w.gen++
-	prefix := fmt.Sprintf("stock-%d-", w.gen)
 	newCmd := exec.Command
 	if w.idc.broker.command != nil {
 		newCmd = w.idc.broker.command // its IDC's network namespace
 	}
-	cmd := newCmd(w.binary, "--addrsrv", w.idc.addrsrvURL(), "--topic", stockTopic, "--group", stockGroup,
-		"--producer-group", stockProducer, "--prefix", prefix, "--instance", fmt.Sprintf("drill-stock-%d", w.gen),
-		"--interval", w.interval.String())
+	cmd := newCmd(w.spec.binary, w.spec.args(w.idc, w.gen, w.interval)...)
 	cmd.Env = append(os.Environ(), "HOME="+w.home)
 	cmd.Stderr = logFile
 	if cmd.SysProcAttr == nil {
@@ -149,7 +191,7 @@ func (w *stockWork) start(context.Context) error {
 		restart := !w.ending && !w.closed && w.cmd == cmd
 		if restart {
 			w.cmd, w.stdin = nil, nil
-			fmt.Fprintf(logFile, "drill: the stock client exited on its own (%v); starting it again in 1s\n", cmd.ProcessState)
+			fmt.Fprintf(logFile, "drill: the client exited on its own (%v); starting it again in 1s\n", cmd.ProcessState)
 		}
 		w.mu.Unlock()
 		logFile.Close()
@@ -163,13 +205,13 @@ func (w *stockWork) start(context.Context) error {
 
 // restartOnItsOwn starts the client again after it exited on its own,
 // retrying every second while it cannot start.
-func (w *stockWork) restartOnItsOwn() {
+func (w *peerWork) restartOnItsOwn() {
 	if err := w.start(context.Background()); err != nil {
 		time.AfterFunc(time.Second, w.restartOnItsOwn)
 	}
 }
 
-// stockLine is one line of test/rmqpeer's output.
+// stockLine is one line of test/rmqpeer's (and test/v5peer chaos's) output.
 type stockLine struct {
 	Op          string `json:"op"`
 	Key         string `json:"key"`
@@ -183,13 +225,13 @@ type stockLine struct {
 }
 
 // read records the client's lines until its stdout closes.
-func (w *stockWork) read(r io.Reader, log io.Writer) {
+func (w *peerWork) read(r io.Reader, log io.Writer) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
 		var l stockLine
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Key == "" {
-			fmt.Fprintf(log, "drill: stock client: %s\n", sc.Bytes())
+			fmt.Fprintf(log, "drill: %s: %s\n", w, sc.Bytes())
 			continue
 		}
 		w.mu.Lock()
@@ -208,7 +250,7 @@ func (w *stockWork) read(r io.Reader, log io.Writer) {
 			w.recvs = append(w.recvs, ledger.Consumption{Key: l.Key, Consumer: w.String(), Group: l.Broker,
 				Queue: l.QueueID, Offset: l.QueueOffset, At: time.UnixMilli(l.TS)})
 		default:
-			fmt.Fprintf(log, "drill: stock client: %s\n", sc.Bytes())
+			fmt.Fprintf(log, "drill: %s: %s\n", w, sc.Bytes())
 		}
 		w.mu.Unlock()
 	}
@@ -216,7 +258,7 @@ func (w *stockWork) read(r io.Reader, log io.Writer) {
 
 // snapshot returns what the client reported: acknowledged sends,
 // deliveries, and the keys of sends that failed or went unanswered.
-func (w *stockWork) snapshot() ([]ledger.Ack, []ledger.Consumption, []string) {
+func (w *peerWork) snapshot() ([]ledger.Ack, []ledger.Consumption, []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	failed := append([]string(nil), w.failed...)
@@ -227,14 +269,14 @@ func (w *stockWork) snapshot() ([]ledger.Ack, []ledger.Consumption, []string) {
 }
 
 // flowing reports whether the client has had a message delivered.
-func (w *stockWork) flowing() bool {
+func (w *peerWork) flowing() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.recvs) > 0
 }
 
 // unconsumed is how many acknowledged sends were not delivered yet.
-func (w *stockWork) unconsumed() int {
+func (w *peerWork) unconsumed() int {
 	if w == nil {
 		return 0
 	}
@@ -250,7 +292,7 @@ func (w *stockWork) unconsumed() int {
 }
 
 // stopSending ends the sending; the consumer goes on (a restart too).
-func (w *stockWork) stopSending() {
+func (w *peerWork) stopSending() {
 	if w == nil {
 		return
 	}
@@ -263,7 +305,7 @@ func (w *stockWork) stopSending() {
 }
 
 // signal sends sig to the running client.
-func (w *stockWork) signal(sig syscall.Signal) error {
+func (w *peerWork) signal(sig syscall.Signal) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cmd == nil {
@@ -275,12 +317,12 @@ func (w *stockWork) signal(sig syscall.Signal) error {
 	return nil
 }
 
-func (w *stockWork) kill() error { return w.end(syscall.SIGKILL, 0) }
+func (w *peerWork) kill() error { return w.end(syscall.SIGKILL, 0) }
 
-func (w *stockWork) terminate(grace time.Duration) error { return w.end(syscall.SIGTERM, grace) }
+func (w *peerWork) terminate(grace time.Duration) error { return w.end(syscall.SIGTERM, grace) }
 
 // end signals the client and waits until it exited (SIGKILL after grace).
-func (w *stockWork) end(sig syscall.Signal, grace time.Duration) error {
+func (w *peerWork) end(sig syscall.Signal, grace time.Duration) error {
 	w.mu.Lock()
 	cmd, exited := w.cmd, w.exited
 	w.ending = cmd != nil
@@ -303,7 +345,7 @@ func (w *stockWork) end(sig syscall.Signal, grace time.Duration) error {
 }
 
 // close stops the client for good.
-func (w *stockWork) close(context.Context) {
+func (w *peerWork) close(context.Context) {
 	if w != nil {
 		w.terminate(10 * time.Second)
 		w.mu.Lock()

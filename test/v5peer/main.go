@@ -29,6 +29,15 @@
 // the first K deliveries unacked, so they come again. Failed calls are
 // reported, not fatal; the exit code is 2 for bad flags and 1 when the
 // client cannot start.
+//
+//	v5peer chaos --endpoint … --topic T --group G --prefix P [--interval D]
+//
+// is one application of the chaos campaign (`zonemq drill --chaos
+// --v5-peer BINARY`): a producer sending a message (key and body P-n) every
+// --interval and a PushConsumer of the same topic, printing the lines
+// test/rmqpeer prints ({"op":"attempt"|"send"|"fail"|"recv","key":…}; a
+// delivery's broker, queue and offset come from zonemq's receipt handle).
+// A line "stop" on stdin ends the sending; SIGTERM ends the process.
 package main
 
 import (
@@ -63,6 +72,8 @@ func main() {
 		err = consume(os.Args[2:], os.Stdout, false)
 	case "push":
 		err = consume(os.Args[2:], os.Stdout, true)
+	case "chaos":
+		err = chaos(os.Args[2:], os.Stdout, os.Stdin)
 	default:
 		fmt.Fprintf(os.Stderr, "v5peer: unknown command %q\n", os.Args[1])
 		os.Exit(2)
