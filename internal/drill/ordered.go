@@ -63,36 +63,22 @@ func startOrdered(ctx context.Context, c *cluster, interval time.Duration, logge
 	cfg := orderedClientConfig(c, logger)
 	acfg := cfg
 	acfg.ClusterSecretFile = c.secretFile // ORDER_TOPIC_CONFIG is a KV write: a member request
-	adm, err := admin.New(admin.Config{ClientConfig: acfg})
-	if err != nil {
-		return nil, err
-	}
-	if err := adm.Start(ctx); err != nil {
-		return nil, err
-	}
-	defer adm.Shutdown(context.Background())
 	var conf []string
 	for _, i := range c.idcs {
 		conf = append(conf, fmt.Sprintf("broker-%s:%d", i.name, orderedQueues))
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err = adm.CreateTopic(ctx, admin.TopicSpec{Topic: orderedTopic, Queues: orderedQueues, Order: true})
+	err := withAdmin(ctx, acfg, "creating the ordered topic", func(adm *admin.Client) error {
+		err := adm.CreateTopic(ctx, admin.TopicSpec{Topic: orderedTopic, Queues: orderedQueues, Order: true})
 		if err == nil {
 			err = adm.PutKV(ctx, protocol.OrderTopicConfigNamespace, orderedTopic, strings.Join(conf, ";"))
 		}
 		if err == nil {
 			err = adm.SetOrderPolicy(ctx, orderedTopic, client.OrderStrict)
 		}
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("drill: creating the ordered topic: %w", err)
-		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	w := &orderedWork{}
 	w.consumer, err = client.NewPushConsumer(client.ConsumerConfig{ClientConfig: cfg, Group: orderedGroup,
@@ -106,13 +92,9 @@ func startOrdered(ctx context.Context, c *cluster, interval time.Duration, logge
 	if err := w.consumer.Start(ctx); err != nil {
 		return nil, fmt.Errorf("drill: starting the ordered consumer: %w", err)
 	}
-	w.producer, err = client.NewProducer(client.ProducerConfig{ClientConfig: cfg, Group: orderedProducer})
-	if err == nil {
-		err = w.producer.Start(ctx)
-	}
-	if err != nil {
+	if w.producer, err = startProducer(ctx, cfg, orderedProducer, "ordered"); err != nil {
 		w.consumer.Shutdown(context.Background())
-		return nil, fmt.Errorf("drill: starting the ordered producer: %w", err)
+		return nil, err
 	}
 	sendCtx, cancel := context.WithCancel(context.Background())
 	w.stop = cancel
@@ -183,7 +165,12 @@ func (w *orderedWork) snapshot() ([]ledger.Ack, []ledger.Consumption, []string) 
 // unconsumed counts acknowledged messages not delivered yet.
 func (w *orderedWork) unconsumed() int {
 	acks, recvs, _ := w.snapshot()
-	got := map[string]bool{}
+	return undelivered(acks, recvs)
+}
+
+// undelivered counts the acknowledged keys no delivery has.
+func undelivered(acks []ledger.Ack, recvs []ledger.Consumption) int {
+	got := make(map[string]bool, len(recvs))
 	for _, r := range recvs {
 		got[r.Key] = true
 	}
@@ -207,4 +194,43 @@ func (w *orderedWork) close(ctx context.Context) {
 	w.stopSending()
 	w.producer.Shutdown(ctx)
 	w.consumer.Shutdown(ctx)
+}
+
+// withAdmin runs do with an admin client of cfg until it succeeds, for up
+// to 30 s (the cluster may still be settling): how each workload creates
+// its topic.
+func withAdmin(ctx context.Context, cfg client.ClientConfig, what string, do func(*admin.Client) error) error {
+	adm, err := admin.New(admin.Config{ClientConfig: cfg})
+	if err != nil {
+		return err
+	}
+	if err := adm.Start(ctx); err != nil {
+		return err
+	}
+	defer adm.Shutdown(context.Background())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := do(adm)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("drill: %s: %w", what, err)
+		}
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// startProducer starts a producer of group; what names it in an error.
+func startProducer(ctx context.Context, cfg client.ClientConfig, group, what string) (*client.Producer, error) {
+	p, err := client.NewProducer(client.ProducerConfig{ClientConfig: cfg, Group: group})
+	if err == nil {
+		err = p.Start(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("drill: starting the %s producer: %w", what, err)
+	}
+	return p, nil
 }

@@ -54,26 +54,11 @@ func startPull(ctx context.Context, c *cluster, interval time.Duration, logger *
 	home := c.idcs[len(c.idcs)-1]
 	cfg := client.ClientConfig{IDC: home.name, LocalIP: home.ip, Dial: home.dial, Logger: logger.With("client", "pull")}
 	cfg.AddrsrvURLs = append(cfg.AddrsrvURLs, home.addrsrvs...)
-	adm, err := admin.New(admin.Config{ClientConfig: cfg})
+	err := withAdmin(ctx, cfg, "creating the pull topic", func(adm *admin.Client) error {
+		return adm.CreateTopic(ctx, admin.TopicSpec{Topic: pullTopic, Queues: pullQueues})
+	})
 	if err != nil {
 		return nil, err
-	}
-	if err := adm.Start(ctx); err != nil {
-		return nil, err
-	}
-	defer adm.Shutdown(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err = adm.CreateTopic(ctx, admin.TopicSpec{Topic: pullTopic, Queues: pullQueues})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("drill: creating the pull topic: %w", err)
-		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return nil, err
-		}
 	}
 	w := &pullWork{idc: home.name}
 	if w.consumer, err = client.NewPullConsumer(client.PullConsumerConfig{ClientConfig: cfg, Group: pullGroup}); err != nil {
@@ -82,13 +67,9 @@ func startPull(ctx context.Context, c *cluster, interval time.Duration, logger *
 	if err := w.consumer.Start(ctx); err != nil {
 		return nil, fmt.Errorf("drill: starting the pull consumer: %w", err)
 	}
-	w.producer, err = client.NewProducer(client.ProducerConfig{ClientConfig: cfg, Group: pullProducer})
-	if err == nil {
-		err = w.producer.Start(ctx)
-	}
-	if err != nil {
+	if w.producer, err = startProducer(ctx, cfg, pullProducer, "pull"); err != nil {
 		w.consumer.Shutdown(context.Background())
-		return nil, fmt.Errorf("drill: starting the pull producer: %w", err)
+		return nil, err
 	}
 	pullCtx, stopPull := context.WithCancel(context.Background())
 	sendCtx, stopSend := context.WithCancel(context.Background())
@@ -208,17 +189,7 @@ func (w *pullWork) unconsumed() int {
 		return 0
 	}
 	acks, recvs, _ := w.snapshot()
-	got := make(map[string]bool, len(recvs))
-	for _, r := range recvs {
-		got[r.Key] = true
-	}
-	n := 0
-	for _, a := range acks {
-		if !got[a.Key] {
-			n++
-		}
-	}
-	return n
+	return undelivered(acks, recvs)
 }
 
 func (w *pullWork) stopSending() {

@@ -107,26 +107,11 @@ type peerWork struct {
 // startPeer creates the workload's topic on every group and starts the
 // client in the first IDC.
 func startPeer(ctx context.Context, c *cluster, spec peerSpec, interval time.Duration, cfg client.ClientConfig) (*peerWork, error) {
-	adm, err := admin.New(admin.Config{ClientConfig: cfg})
+	err := withAdmin(ctx, cfg, "creating the topic "+spec.topic, func(adm *admin.Client) error {
+		return adm.CreateTopic(ctx, admin.TopicSpec{Topic: spec.topic, Queues: stockQueues})
+	})
 	if err != nil {
 		return nil, err
-	}
-	if err := adm.Start(ctx); err != nil {
-		return nil, err
-	}
-	defer adm.Shutdown(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err = adm.CreateTopic(ctx, admin.TopicSpec{Topic: spec.topic, Queues: stockQueues})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("drill: creating the topic %s: %w", spec.topic, err)
-		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return nil, err
-		}
 	}
 	home := c.idcs[0]
 	name := strings.TrimPrefix(spec.target, "/")

@@ -386,14 +386,7 @@ func TestStoreCheckpointLightAndFull(t *testing.T) {
 // durable that was damaged on disk is found at Open (ErrCorrupt: valid
 // records follow it), not by the first read that needs it.
 func TestStoreRecoveryUncleanVerifiesTheWholeLastSegment(t *testing.T) {
-	o, _ := testOptions(t)
-	s := openStore(t, o)
-	fillStore(t, s, 60)
-	testutil.NoError(t, s.cl.flushCommitLog(), "flush")
-	flushDerived(t, s)
-	checkpointNow(t, s)
-	testutil.Equal(t, s.FlushedOffset(), s.CommitLogMaxOffset(), "the checkpoint covers the whole log")
-	s.abandon()
+	o := crashedWholeCheckpoint(t)
 	seg := segmentFiles(t, o.Dir)
 	last := seg[len(seg)-1]
 	// Flip a body byte of the first record, far below the checkpoint.
@@ -418,14 +411,7 @@ func TestStoreRecoveryUncleanVerifiesTheWholeLastSegment(t *testing.T) {
 func TestStoreReportsLostDurableRecords(t *testing.T) {
 	for _, mid := range []bool{false, true} {
 		t.Run(fmt.Sprintf("inside a record %v", mid), func(t *testing.T) {
-			o, _ := testOptions(t)
-			s := openStore(t, o)
-			fillStore(t, s, 60)
-			testutil.NoError(t, s.cl.flushCommitLog(), "flush")
-			flushDerived(t, s)
-			checkpointNow(t, s)
-			testutil.Equal(t, s.FlushedOffset(), s.CommitLogMaxOffset(), "the checkpoint covers the whole log")
-			s.abandon()
+			o := crashedWholeCheckpoint(t)
 			files := segmentFiles(t, o.Dir)
 			path := files[len(files)-1]
 			pos, size := lastRecordStart(t, path)
@@ -434,11 +420,27 @@ func TestStoreReportsLostDurableRecords(t *testing.T) {
 				cut += size / 2
 			}
 			testutil.NoError(t, os.Truncate(path, cut))
-			s = openStore(t, o)
+			s := openStore(t, o)
 			testutil.True(t, s.LostDurableRecords(), "a cut below the checkpoint is reported")
 			testutil.NoError(t, s.Close())
 			s = openStore(t, o)
 			testutil.True(t, !s.LostDurableRecords(), "reported once: the next clean open has nothing missing")
 		})
 	}
+}
+
+// crashedWholeCheckpoint fills a store whose checkpoint then covers the
+// whole log (everything fsynced and recorded so) and abandons it as a crash
+// would; it returns the options that open it again.
+func crashedWholeCheckpoint(t *testing.T) Options {
+	t.Helper()
+	o, _ := testOptions(t)
+	s := openStore(t, o)
+	fillStore(t, s, 60)
+	testutil.NoError(t, s.cl.flushCommitLog(), "flush")
+	flushDerived(t, s)
+	checkpointNow(t, s)
+	testutil.Equal(t, s.FlushedOffset(), s.CommitLogMaxOffset(), "the checkpoint covers the whole log")
+	s.abandon()
+	return o
 }

@@ -127,14 +127,6 @@ send:
 	}
 	<-ctx.Done()
 	p.GracefulStop()
-	stopped := make(chan struct{})
-	go func() {
-		pc.GracefulStop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(3 * time.Second):
-	}
+	stopPush(pc)
 	return nil
 }

@@ -301,19 +301,7 @@ func consume(args []string, stdout io.Writer, push bool) error {
 		if err := pc.Start(); err != nil {
 			return err
 		}
-		// GracefulStop waits for the receive in flight, a long poll of up
-		// to 20 s: give it 3 s, then let the process end.
-		defer func() {
-			stopped := make(chan struct{})
-			go func() {
-				pc.GracefulStop()
-				close(stopped)
-			}()
-			select {
-			case <-stopped:
-			case <-time.After(3 * time.Second):
-			}
-		}()
+		defer stopPush(pc)
 		select {
 		case <-done:
 		case <-deadline:
@@ -444,4 +432,18 @@ func transact(args []string, stdout io.Writer) error {
 	time.Sleep(*wait)
 	out.print(line{Op: "done", Sent: sent, Failed: failed})
 	return nil
+}
+
+// stopPush stops a PushConsumer. GracefulStop waits for the receive in
+// flight, a long poll of up to 20 s: give it 3 s, then let the process end.
+func stopPush(pc rmq.PushConsumer) {
+	stopped := make(chan struct{})
+	go func() {
+		pc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(3 * time.Second):
+	}
 }
