@@ -32,6 +32,11 @@ type consumerProc struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed once the process is reaped and its stdout read
 	stopped bool          // SIGSTOPped
+	// ending is set while the drill stops the consumer. One that exits on
+	// its own — `zonemq consume` gives up at start when no name server
+	// answers — is started again a second later, as a service manager
+	// would (the 60-minute campaign ended on a pause of such a process).
+	ending bool
 }
 
 func newConsumerProc(binary, workDir string, i *idcProcs, l *book) *consumerProc {
@@ -93,10 +98,35 @@ func (c *consumerProc) start(context.Context) error {
 	go func() {
 		c.read(stdout, logFile)
 		cmd.Wait()
+		c.mu.Lock()
+		own := !c.ending && c.cmd == cmd
+		if own {
+			c.cmd = nil
+			fmt.Fprintf(logFile, "drill: the consumer exited on its own (%v); starting it again in 1s\n", cmd.ProcessState)
+		}
+		c.mu.Unlock()
 		logFile.Close()
 		close(exited)
+		if own {
+			time.AfterFunc(time.Second, c.restartOnItsOwn)
+		}
 	}()
 	return nil
+}
+
+// restartOnItsOwn starts the consumer again after it exited on its own,
+// every second while it cannot start, unless the drill started or stopped
+// it meanwhile.
+func (c *consumerProc) restartOnItsOwn() {
+	c.mu.Lock()
+	skip := c.cmd != nil || c.ending
+	c.mu.Unlock()
+	if skip {
+		return
+	}
+	if err := c.start(context.Background()); err != nil {
+		time.AfterFunc(time.Second, c.restartOnItsOwn)
+	}
 }
 
 // read records every delivery line until the consumer's stdout closes;
@@ -121,7 +151,7 @@ func (c *consumerProc) signal(sig syscall.Signal) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cmd == nil {
-		return fmt.Errorf("%s is not running", c)
+		return nil // down between a run of its own and its restart: nothing to signal
 	}
 	switch sig {
 	case syscall.SIGSTOP:
@@ -129,7 +159,10 @@ func (c *consumerProc) signal(sig syscall.Signal) error {
 	case syscall.SIGCONT:
 		c.stopped = false
 	}
-	return c.cmd.Process.Signal(sig)
+	if err := c.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
 }
 
 // kill SIGKILLs the consumer and waits until it is gone.
@@ -146,7 +179,13 @@ func (c *consumerProc) terminate(grace time.Duration) error {
 func (c *consumerProc) end(sig syscall.Signal, grace time.Duration) error {
 	c.mu.Lock()
 	cmd, exited, stopped := c.cmd, c.exited, c.stopped
+	c.ending = cmd != nil
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.ending = false
+		c.mu.Unlock()
+	}()
 	if cmd == nil {
 		return nil
 	}

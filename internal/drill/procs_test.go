@@ -1,8 +1,12 @@
 package drill
 
 import (
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,4 +79,29 @@ func TestStartIsIdempotent(t *testing.T) {
 		testutil.NoError(t, p.start(ctx), "second start of", tc.binary)
 		testutil.NoError(t, p.kill())
 	}
+}
+
+// A consumer process that exits on its own is started again a second
+// later, and a fault on it while it is down does nothing; one the drill
+// stops stays stopped. (The fourth 60-minute campaign ended on a pause of
+// a `zonemq consume` that had given up at start.)
+func TestConsumerThatExitsOnItsOwnIsRestarted(t *testing.T) {
+	dir := t.TempDir()
+	c := newConsumerProc("/bin/false", dir, &idcProcs{name: "idc1", ip: "127.0.1.1", broker: &proc{}}, nil)
+	t.Cleanup(func() { // no restart after the test
+		c.mu.Lock()
+		c.ending = true
+		c.mu.Unlock()
+	})
+	testutil.NoError(t, c.start(t.Context()))
+	testutil.Eventually(t, 10*time.Second, func() error {
+		b, _ := os.ReadFile(c.logPath)
+		if n := strings.Count(string(b), "starting it again"); n < 2 {
+			return fmt.Errorf("restarted %d times", n)
+		}
+		return nil
+	})
+	testutil.NoError(t, c.signal(syscall.SIGSTOP), "a pause of a consumer that is down or exiting")
+	testutil.NoError(t, c.signal(syscall.SIGCONT))
+	testutil.NoError(t, c.kill())
 }
