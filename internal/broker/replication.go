@@ -112,8 +112,9 @@ type replication struct {
 	// or one whose disk was replaced).
 	fresh bool
 	// catchUpTo (replica, while state.MustCatchUp) is the master's log end
-	// at the HELLO since the reseed: once the log reaches it, the broker
-	// holds what the group acknowledged and may lead again.
+	// at the HELLO since the mark was set: once the log reaches it, the
+	// broker holds what the group acknowledged and may lead again. -1 when
+	// there is nothing to catch up (the fetch loop then takes no lock).
 	catchUpTo atomic.Int64
 	// refusedLead is set once the broker has refused the master role
 	// (controller.go, leadRefusalLocked), so it says so once.

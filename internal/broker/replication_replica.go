@@ -247,6 +247,8 @@ func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, er
 	r.noteEpochLocked()
 	if r.state.MustCatchUp != "" {
 		r.catchUpTo.Store(rh.LogEnd)
+	} else {
+		r.catchUpTo.Store(-1)
 	}
 	err = r.persistLocked()
 	r.mu.Unlock()
@@ -261,11 +263,15 @@ func (r *replication) hello(ctx context.Context, conn *remoting.Conn) (int64, er
 // where its master's ended at the HELLO: it then holds everything the group
 // had acknowledged, as any in-sync replica does.
 func (r *replication) noteCaughtUp(end int64) error {
+	if to := r.catchUpTo.Load(); to < 0 || end < to {
+		return nil // the common case: no lock per fetched chunk
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.state.MustCatchUp == "" || end < r.catchUpTo.Load() {
+	if r.state.MustCatchUp == "" {
 		return nil
 	}
+	r.catchUpTo.Store(-1)
 	r.s.logger.Info("the log has caught up with the master: this broker may lead again", "was", r.state.MustCatchUp, "logEnd", end)
 	r.state.MustCatchUp = ""
 	return r.persistLocked()
