@@ -138,6 +138,9 @@ type Server struct {
 	running  bool
 	stopping bool
 	done     chan struct{} // closed when Shutdown has finished
+	// lastVisible is the store's visible end parked pulls were last told
+	// of (noteVisible).
+	lastVisible atomic.Int64
 }
 
 // New validates opts, binds the listener, opens the store and loads the
@@ -211,10 +214,17 @@ func New(opts Options) (*Server, error) {
 	sopts.MaxMessageSize = opts.MaxMessageSize
 	sopts.StoreHost = host
 	sopts.Logger = s.logger
+	// A master with no replica in sync confirms its own writes: without an
+	// fsync or a replica's acknowledgement to wake the answering goroutine,
+	// the arrival does (replication_confirm.go).
+	confirmOnArrival := opts.Replication == ReplicationSync && opts.Flush != store.FlushSync
 	sopts.OnArrive = func(topic string, queueID int32, maxOffset int64) {
 		s.pulls.notify(topic, queueID, maxOffset)
 		if s.repl != nil {
 			s.repl.notifyData()
+		}
+		if confirmOnArrival && s.syncAcks != nil {
+			s.syncAcks.signal()
 		}
 	}
 	sopts.ObservePut, sopts.ObserveFlush = s.metrics.storeObservers()
@@ -226,6 +236,9 @@ func New(opts Options) (*Server, error) {
 			sopts.OnFlush = s.syncAcks.flushed
 		}
 	}
+	// Where the controller may elect another member, consumers read only
+	// what the group confirmed (replication_confirm.go).
+	sopts.Fenced = opts.Replication == ReplicationSync && len(opts.ControllerAddrs) > 0
 	sopts.RecoverDropCorrupt = opts.Hardening.RecoverDropCorrupt
 	sopts.MaxOpenQueueFiles = opts.Hardening.MaxOpenQueueFiles
 	st, reseeded, err := openStore(sopts, opts, s.logger)

@@ -19,6 +19,10 @@ type parkedPull struct {
 	*pullRequest
 	key     queueKey
 	seenMax int64 // the queue's max offset when the read found nothing
+	// fenceWait, when not 0, is where the store's visible end must reach:
+	// the read found a record that is not confirmed yet (store.GetVisible),
+	// so arrivals do not wake it, the visible end moving does.
+	fenceWait int64
 	// expireAt is when the expiry loop answers it: its deadline less a
 	// random share of up to an eighth of its hold (longpoll_expiry.go).
 	expireAt  time.Time
@@ -37,6 +41,8 @@ type pullHolder struct {
 	closed  bool
 	byQueue map[queueKey]map[*parkedPull]struct{}
 	byConn  map[*remoting.Conn]map[*parkedPull]struct{}
+	// fenced holds the parked pulls with a fenceWait (notifyVisible).
+	fenced map[*parkedPull]struct{}
 	// expiries orders the parked pulls by expireAt; count is how many are
 	// parked; maxParked and maxPerConn cap them (HardeningOptions).
 	expiries   pullHeap
@@ -57,6 +63,7 @@ func newPullHolder(s *Server) *pullHolder {
 		s:          s,
 		byQueue:    map[queueKey]map[*parkedPull]struct{}{},
 		byConn:     map[*remoting.Conn]map[*parkedPull]struct{}{},
+		fenced:     map[*parkedPull]struct{}{},
 		maxParked:  s.opts.Hardening.MaxParkedPulls,
 		maxPerConn: s.opts.Hardening.MaxParkedPullsPerConn,
 		wake:       make(chan struct{}, 1),
@@ -73,9 +80,10 @@ const (
 	parkFull                      // a cap is reached: answer SYSTEM_BUSY
 )
 
-// park holds p until a message arrives on its queue or p.deadline.
-func (h *pullHolder) park(p *pullRequest, seenMax int64) parkOutcome {
-	pp := &parkedPull{pullRequest: p, key: queueKey{p.header.Topic, p.header.QueueID}, seenMax: seenMax}
+// park holds p until a message arrives on its queue (or, with fenceWait,
+// until the store's visible end reaches fenceWait) or p.deadline.
+func (h *pullHolder) park(p *pullRequest, seenMax, fenceWait int64) parkOutcome {
+	pp := &parkedPull{pullRequest: p, key: queueKey{p.header.Topic, p.header.QueueID}, seenMax: seenMax, fenceWait: fenceWait}
 	pp.expireAt = spreadExpiry(time.Now(), p.deadline)
 	h.mu.Lock()
 	if h.closed {
@@ -88,11 +96,16 @@ func (h *pullHolder) park(p *pullRequest, seenMax int64) parkOutcome {
 	}
 	addTo(h.byQueue, pp.key, pp)
 	addTo(h.byConn, pp.conn, pp)
+	if fenceWait > 0 {
+		h.fenced[pp] = struct{}{}
+	}
 	h.count++
 	h.pushExpiryLocked(pp)
 	h.mu.Unlock()
-	// A message stored between the read and the park found nobody to wake.
-	if h.s.store.MaxOffset(pp.key.topic, pp.key.queueID) > seenMax {
+	// A message stored (or confirmed) between the read and the park found
+	// nobody to wake.
+	if fenceWait > 0 && h.s.store.Visible() >= fenceWait ||
+		fenceWait == 0 && h.s.store.MaxOffset(pp.key.topic, pp.key.queueID) > seenMax {
 		h.release(pp, true)
 	}
 	return parked
@@ -124,6 +137,7 @@ func (h *pullHolder) takeLocked(pp *parkedPull) bool {
 	}
 	removeFrom(h.byQueue, pp.key, pp)
 	removeFrom(h.byConn, pp.conn, pp)
+	delete(h.fenced, pp)
 	h.removeExpiryLocked(pp)
 	h.count--
 	return true
@@ -167,10 +181,33 @@ func (h *pullHolder) notify(topic string, queueID int32, maxOffset int64) {
 	}
 	var ready []*parkedPull
 	for pp := range h.byQueue[key] {
-		if pp.header.QueueOffset < maxOffset {
+		if pp.fenceWait == 0 && pp.header.QueueOffset < maxOffset {
 			ready = append(ready, pp)
 		}
 	}
+	h.releaseLocked(ready)
+}
+
+// notifyVisible releases the pulls that wait for the store's visible end
+// (fenceWait) once it reached them.
+func (h *pullHolder) notifyVisible(visible int64) {
+	h.mu.Lock()
+	if h.closed || len(h.fenced) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	var ready []*parkedPull
+	for pp := range h.fenced {
+		if pp.fenceWait <= visible {
+			ready = append(ready, pp)
+		}
+	}
+	h.releaseLocked(ready)
+}
+
+// releaseLocked takes ready out of the maps, unlocks mu and answers each on
+// a goroutine of its own. Caller holds mu.
+func (h *pullHolder) releaseLocked(ready []*parkedPull) {
 	for _, pp := range ready {
 		h.takeLocked(pp)
 		h.wg.Add(1)
@@ -228,7 +265,7 @@ func (h *pullHolder) close() <-chan struct{} {
 				SuggestWhichBrokerID: protocol.MasterID,
 				NextBeginOffset:      hd.QueueOffset,
 				MinOffset:            h.s.store.MinOffset(hd.Topic, hd.QueueID),
-				MaxOffset:            h.s.store.MaxOffset(hd.Topic, hd.QueueID),
+				MaxOffset:            h.s.store.VisibleMaxOffset(hd.Topic, hd.QueueID),
 			}
 			resp.ExtFields = rh.Ext()
 			pp.conn.Respond(resp)

@@ -69,7 +69,9 @@ func (s *Server) handleUpdateConsumerOffset(ctx context.Context, c *remoting.Con
 	return success(req, nil, nil)
 }
 
-// handleGetMaxOffset serves GET_MAX_OFFSET: the next offset to be written.
+// handleGetMaxOffset serves GET_MAX_OFFSET: the next offset to be written,
+// as consumers see it (store.VisibleMaxOffset: a consumer starting "from the
+// last offset" must not start past a record the group may still cut).
 func (s *Server) handleGetMaxOffset(ctx context.Context, c *remoting.Conn, req *remoting.Command) *remoting.Command {
 	var h protocol.QueueRequestHeader
 	if err := h.SetExt(req.ExtFields); err != nil {
@@ -78,7 +80,7 @@ func (s *Server) handleGetMaxOffset(ctx context.Context, c *remoting.Conn, req *
 	if resp := s.checkQueue(req, h.Topic, h.QueueID); resp != nil {
 		return resp
 	}
-	return offsetResponse(req, s.store.MaxOffset(h.Topic, h.QueueID))
+	return offsetResponse(req, s.store.VisibleMaxOffset(h.Topic, h.QueueID))
 }
 
 // handleGetMinOffset serves GET_MIN_OFFSET: the oldest offset still stored.

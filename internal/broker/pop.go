@@ -274,7 +274,7 @@ func (s *Server) popQueueMessages(ctx context.Context, p *popRequest, qid int32,
 		if p.fifo {
 			want = min(want, n-len(out))
 		}
-		res := filterBySQL(s.store.GetMessages(p.topic, qid, q.next, want, maxPullBytes, p.tags), p.sql)
+		res := filterBySQL(s.store.GetVisible(nil, p.topic, qid, q.next, want, maxPullBytes, p.tags), p.sql)
 		if res.NextBeginOffset > q.next {
 			got := map[int64][]byte{}
 			for _, rec := range res.Messages {

@@ -95,7 +95,9 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 		maxBytes = min(maxBytes, int(h.MaxMsgBytes))
 	}
 	buf := getPullBuffer()
-	res := filterBySQL(s.store.GetMessagesInto(*buf, h.Topic, h.QueueID, h.QueueOffset, n, maxBytes, tags), sql)
+	// Consumers read only confirmed records (store.GetVisible): one the
+	// group may still cut must not move their offsets.
+	res := filterBySQL(s.store.GetVisible(*buf, h.Topic, h.QueueID, h.QueueOffset, n, maxBytes, tags), sql)
 	if res.Status != store.Found {
 		putPullBuffer(buf) // no body to send from it
 		buf = nil
@@ -110,7 +112,7 @@ func (s *Server) servePull(p *pullRequest, first, mayPark bool) *remoting.Comman
 			p.deadline = time.Now().Add(hold)
 		}
 		if time.Now().Before(p.deadline) {
-			switch s.pulls.park(p, res.MaxOffset) {
+			switch s.pulls.park(p, res.MaxOffset, res.FencedAt) {
 			case parked:
 				return nil
 			case parkFull:

@@ -7,7 +7,7 @@ import "sync"
 const maxPooledPullBuffer = 1 << 20
 
 // pullBuffers hold the bodies of pull answers. A pull reads its records
-// straight into one (store.GetMessagesInto), the answer is encoded from it
+// straight into one (store.GetVisible), the answer is encoded from it
 // onto the connection, and it comes back here (remoting.Command.Encoded):
 // pulls at a high rate allocate no body each, and the collector has nothing
 // to scan or return to the system for them.

@@ -210,7 +210,7 @@ func (s *Server) handleReplicaFetch(ctx context.Context, c *remoting.Conn, req *
 
 func (s *Server) fetchResponse(req *remoting.Command, epoch int64, chunk []byte) *remoting.Command {
 	resp := remoting.NewResponse(req, int32(protocol.Success), "")
-	rh := protocol.ReplicaFetchResponseHeader{Epoch: epoch, MasterEnd: s.store.CommitLogMaxOffset()}
+	rh := protocol.ReplicaFetchResponseHeader{Epoch: epoch, MasterEnd: s.store.CommitLogMaxOffset(), Confirmed: s.store.Confirmed()}
 	resp.ExtFields = rh.Ext()
 	if s.repl.switching() {
 		// A switchover waits for the replicas' metadata: fetch it now.

@@ -179,19 +179,26 @@ func (r *replication) followOnce(ctx context.Context, roleCh <-chan struct{}) er
 				s.logger.Debug("metadata sync the master asked for failed", "master", addr, "err", err)
 			}
 		}
-		if len(resp.Body) == 0 {
-			continue
+		var rh protocol.ReplicaFetchResponseHeader
+		if err := rh.SetExt(resp.ExtFields); err != nil {
+			return fmt.Errorf("fetch answer: %w", err)
 		}
-		end, err := s.store.AppendReplicated(fctx, from, resp.Body)
-		if err != nil {
-			if errors.Is(err, store.ErrCorrupt) {
-				s.logger.Error("the master sent a damaged chunk; fetching it again", "from", from, "err", err)
+		if len(resp.Body) > 0 {
+			end, err := s.store.AppendReplicated(fctx, from, resp.Body)
+			if err != nil {
+				if errors.Is(err, store.ErrCorrupt) {
+					s.logger.Error("the master sent a damaged chunk; fetching it again", "from", from, "err", err)
+				}
+				return err
 			}
-			return err
+			if err := r.noteCaughtUp(end); err != nil {
+				return err
+			}
 		}
-		if err := r.noteCaughtUp(end); err != nil {
-			return err
+		if rh.Confirmed < 0 {
+			rh.Confirmed = store.NoFence // an older master: no fence
 		}
+		r.followConfirmed(rh.Confirmed)
 	}
 	return fctx.Err()
 }

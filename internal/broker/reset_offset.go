@@ -39,7 +39,7 @@ func (s *Server) handleInvokeBrokerToResetOffset(ctx context.Context, c *remotin
 	for q := int32(0); q < int32(cfg.ReadQueueNums); q++ {
 		var off int64
 		if h.Timestamp == protocol.ResetOffsetLatest {
-			off = s.store.MaxOffset(h.Topic, q)
+			off = s.store.VisibleMaxOffset(h.Topic, q)
 		} else {
 			off = s.store.OffsetByTimestamp(h.Topic, q, h.Timestamp)
 		}

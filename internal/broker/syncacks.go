@@ -129,8 +129,10 @@ func (a *syncAcks) run(ctx context.Context) {
 }
 
 // answer answers every group whose wait is over, writing each connection
-// once.
+// once, and moves what consumers may read with it (replication_confirm.go).
 func (a *syncAcks) answer() {
+	a.s.repl.advanceConfirmed()
+	a.s.noteVisible()
 	flushed := a.s.store.FlushedOffset()
 	failed := a.s.store.FlushFailure() != nil
 	now := time.Now()

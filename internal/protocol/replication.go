@@ -126,15 +126,17 @@ func (h *ReplicaFetchRequestHeader) SetExt(ext map[string]string) error {
 
 // ReplicaFetchResponseHeader comes with a chunk of log (the body) that
 // starts at the requested offset. MasterEnd tells the replica how far
-// behind it is.
+// behind it is; Confirmed is the master's confirmed offset, up to which
+// consumers may read (-1 from a master that does not send it).
 type ReplicaFetchResponseHeader struct {
 	Epoch     int64
 	MasterEnd int64
+	Confirmed int64
 }
 
 // Ext implements Header.
 func (h *ReplicaFetchResponseHeader) Ext() map[string]string {
-	return ExtWriter{}.Int("epoch", h.Epoch).Int("masterEnd", h.MasterEnd)
+	return ExtWriter{}.Int("epoch", h.Epoch).Int("masterEnd", h.MasterEnd).Int("confirmed", h.Confirmed)
 }
 
 // SetExt implements Header.
@@ -142,6 +144,7 @@ func (h *ReplicaFetchResponseHeader) SetExt(ext map[string]string) error {
 	r := NewExtReader(ext)
 	h.Epoch = r.Int64("epoch")
 	h.MasterEnd = r.Int64("masterEnd")
+	h.Confirmed = r.OptInt64("confirmed", -1)
 	return r.Err()
 }
 

@@ -19,6 +19,8 @@ type checkpoint struct {
 	CommitLogFlushed int64                      `json:"commitLogFlushed"`
 	WrittenAt        int64                      `json:"writtenAt"` // wall clock, ms
 	ConsumeQueues    map[string]map[int32]int64 `json:"consumeQueues"`
+	// Confirmed is the read fence's mark (fence.go) when it was written.
+	Confirmed int64 `json:"confirmed,omitempty"`
 }
 
 const checkpointVersion = 1

@@ -40,6 +40,12 @@ func (s *Store) GetMessages(topic string, queueID int32, offset int64, maxNums, 
 // caller answering pulls can reuse its buffers: the result's Messages and
 // Body alias buf until the caller is done with them.
 func (s *Store) GetMessagesInto(buf []byte, topic string, queueID int32, offset int64, maxNums, maxBytes int, filter func(tagsCode int64) bool) GetResult {
+	return s.getMessages(buf, topic, queueID, offset, maxNums, maxBytes, filter, NoFence)
+}
+
+// getMessages is GetMessagesInto stopping before the first entry whose
+// record ends past fence (fence.go); it sets FencedAt when it stopped there.
+func (s *Store) getMessages(buf []byte, topic string, queueID int32, offset int64, maxNums, maxBytes int, filter func(tagsCode int64) bool, fence int64) GetResult {
 	if maxNums <= 0 {
 		maxNums = 1
 	}
@@ -94,6 +100,13 @@ scan:
 			e := getCQEntry(chunk[i*cqEntrySize:])
 			if len(picked) > 0 && (len(picked) >= maxNums || total+int(e.size) > maxBytes) {
 				break scan // batch full; this entry is not consumed
+			}
+			if end := e.phys + int64(e.size); end > fence && !e.blank() {
+				// Not confirmed yet: neither read nor stepped over (a
+				// filter must not skip it either: it may be cut and its
+				// offset taken by a record the filter accepts).
+				res.FencedAt = end
+				break scan
 			}
 			pos++
 			if filter != nil && !filter(e.tags) {

@@ -116,6 +116,12 @@ type Options struct {
 	StoreHost netip.AddrPort
 	// Logger receives recovery, retention and error reports (nil discards).
 	Logger *slog.Logger
+	// Fenced makes consumer reads (GetVisible, VisibleMaxOffset) stop at
+	// the confirmed offset the owner sets with SetConfirmed, kept in the
+	// checkpoint across restarts (0 on a store that never had one). Without
+	// it every record is confirmed (NoFence). A broker in sync replication
+	// with the controller sets it (fence.go).
+	Fenced bool
 	// OnArrive is called (outside store locks, may be nil) after a message
 	// has been appended and dispatched to its consume queue, with the queue's
 	// new max offset. The broker uses it to wake long-polling pulls.

@@ -113,6 +113,13 @@ func (s *Store) recover(unclean bool) error {
 	}
 	s.cl.writePos.Store(end)
 	s.cl.flushedPos.Store(min(start, end))
+	s.confirmed.Store(NoFence)
+	if s.opts.Fenced {
+		s.confirmed.Store(0)
+		if cp != nil {
+			s.confirmed.Store(min(max(cp.Confirmed, 0), end))
+		}
+	}
 	if err := s.cl.flushCommitLog(); err != nil {
 		return err
 	}

@@ -370,6 +370,9 @@ func (s *Store) TruncateLog(to int64) error {
 	if s.cl.flushedPos.Load() > to {
 		s.cl.flushedPos.Store(to)
 	}
+	if s.confirmed.Load() > to && s.confirmed.Load() != NoFence {
+		s.confirmed.Store(to)
+	}
 	s.log.Warn("commit log truncated to follow the group's log", "from", to, "to", wp, "bytes", wp-to, "segmentsRemoved", len(later))
 	return s.checkpointLocked(true)
 }

@@ -103,6 +103,10 @@ type GetResult struct {
 	// CorruptOffset is the commit-log offset of the corrupt record when
 	// Status is MessageCorrupt.
 	CorruptOffset int64
+	// FencedAt, from GetVisible, is the end of the first record the read
+	// stopped before because it is not visible yet (0 when none): Visible
+	// must reach it before the read can go on.
+	FencedAt int64
 
 	// block is the buffer Messages were read into, back to back.
 	block []byte

@@ -48,7 +48,7 @@ type Store struct {
 	maintMu sync.Mutex
 	// lastCheckpoint summarises the last checkpoint written, so an idle
 	// store does not rewrite it every second. Guarded by maintMu.
-	lastCheckpoint [3]int64
+	lastCheckpoint [4]int64
 
 	// derivedFailing is set while consume-queue or key-index writes fail
 	// (logged once); a successful checkpoint clears it.
@@ -58,6 +58,9 @@ type Store struct {
 	// lostDurable: recovery found the commit log shorter than the flushed
 	// checkpoint (LostDurableRecords). Set during Open only.
 	lostDurable bool
+	// confirmed is the read fence's mark (fence.go): NoFence unless
+	// Options.Fenced.
+	confirmed atomic.Int64
 
 	offsets *offsetTable
 	metaMu  sync.Mutex // serialises metadata file writes and reads
@@ -276,6 +279,9 @@ func (s *Store) checkpointLocked(full bool) error {
 	flushed := s.cl.flushedPos.Load()
 	covered := flushed
 	cp := &checkpoint{WrittenAt: time.Now().UnixMilli(), ConsumeQueues: map[string]map[int32]int64{}}
+	if c := s.confirmed.Load(); c != NoFence {
+		cp.Confirmed = c
+	}
 	var queues, sum int64
 	all := s.allQueues()
 	var toSync []*consumeQueue
@@ -315,7 +321,7 @@ func (s *Store) checkpointLocked(full bool) error {
 		}
 	}
 	cp.CommitLogFlushed = covered
-	summary := [3]int64{covered, queues, sum}
+	summary := [4]int64{covered, queues, sum, cp.Confirmed}
 	if summary == s.lastCheckpoint && fileExists(checkpointPath(s.dir)) {
 		return nil
 	}
