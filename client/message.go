@@ -50,6 +50,12 @@ type Message struct {
 	// commas. The gRPC access point keeps the id a RocketMQ 5 client gave
 	// its message this way.
 	ID string
+	// Resent marks a send of a message (ID set) that an earlier send may
+	// have stored already — its answer was lost, say. The broker then
+	// answers with that copy, when it has one, instead of storing a second
+	// (the SDK marks its own retries so; the access point marks a RocketMQ
+	// 5 client's). Only for single sends; a batch ignores it.
+	Resent bool
 }
 
 // MessageExt is a message as a consumer receives it.

@@ -152,6 +152,7 @@ func (s *sender) prepare(msgs []*Message) (*outgoing, error) {
 		}
 		out.header.Properties = m.encodeProperties(out.msgID)
 		out.header.Flag = m.Flag
+		out.header.Retry = m.Resent && m.ID != ""
 		out.body = m.Body
 		if s.compressThreshold > 0 && len(m.Body) >= s.compressThreshold {
 			z, smaller, err := compressBody(m.Body)

@@ -54,9 +54,7 @@ func runDrill(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	v5Peer := fs.String("v5-peer", "", "run a gRPC access point in every IDC and the RocketMQ 5 Go client\n"+
 		"(github.com/apache/rocketmq-clients/golang/v5) as one more workload: the `binary` built from test/v5peer\n"+
 		"(go build -o /tmp/v5peer ./test/v5peer)")
-	pullConsumer := fs.Bool("pull-consumer", false, "with --chaos: add the SDK pull consumer's workload (it exposes an open finding:\n"+
-		"a consumer can read a record never acknowledged and skip the acknowledged one later stored at its offset;\n"+
-		"docs/disaster-recovery.md)")
+	pullConsumer := fs.Bool("pull-consumer", true, "with --chaos: run the SDK pull consumer's workload too (--pull-consumer=false leaves it out)")
 	stockPeer := fs.String("stock-peer", "", "run the stock remoting Go client (rocketmq-client-go) as one more workload: the `binary`\n"+
 		"built from test/rmqpeer (go build -o /tmp/rmqpeer ./test/rmqpeer)")
 	timeline := fs.String("timeline", "", "with --chaos: write the campaign's SVG picture (faults, sends and errors per IDC) to this `file`\n"+

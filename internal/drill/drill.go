@@ -85,10 +85,7 @@ type Options struct {
 	// point and the RocketMQ 5 Go client runs as one more workload.
 	V5Peer string
 	// PullConsumer adds the SDK pull consumer's workload to a chaos
-	// campaign (pull.go). Off by default while the finding it exposes is
-	// open (docs/disaster-recovery.md: a consumer can read a record that
-	// is never acknowledged, and then skip the acknowledged one stored at
-	// its offset after a failover).
+	// campaign (pull.go); the CLI sets it unless --pull-consumer=false.
 	PullConsumer bool
 }
 

@@ -78,8 +78,9 @@ type Server struct {
 	conn     *client.Conn
 	producer *client.Producer
 
-	sessions sessions // Telemetry streams (transaction.go)
-	renewals renewals // invisible times kept for push consumers (renew.go)
+	sessions sessions    // Telemetry streams (transaction.go)
+	renewals renewals    // invisible times kept for push consumers (renew.go)
+	sent     recentSends // message ids sent lately: resends are marked (resend.go)
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
 

@@ -174,6 +174,9 @@ func (s *Server) SendMessage(ctx context.Context, req *rmqpb.SendMessageRequest)
 		msgs[i] = m
 		group = pb.GetSystemProperties().GetMessageGroup()
 	}
+	if len(msgs) == 1 {
+		msgs[0].Resent = s.sent.note(msgs[0].ID)
+	}
 	if st := s.authorize(ctx, "SendMessage", topicRes(msgs[0].Topic, acl.Pub)); st != nil {
 		return &rmqpb.SendMessageResponse{Status: st}, nil
 	}

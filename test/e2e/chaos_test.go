@@ -67,11 +67,11 @@ func TestE2EChaosFixedSeed(t *testing.T) {
 	}
 	// Every kind that applies on loopback: the process faults, corrupt,
 	// clock, and with FUSE (root, /dev/fuse) power and disk-full; the
-	// drill says so where FUSE is missing and plays the others. The stock
-	// Go client runs beside the SDK's workloads. (--v5-peer and
-	// --pull-consumer wait for their open findings: docs/disaster-recovery.md.)
+	// drill says so where FUSE is missing and plays the others. Every
+	// workload runs: the SDK's (push, pull, orderly), the stock remoting Go
+	// client and the RocketMQ 5 Go client through an access point per IDC.
 	runErr := runDrill(t, ctx, &r, "--chaos", "--seed", strconv.Itoa(chaosSeed), "--duration", d.String(),
-		"--port-offset", offset, "--drain-timeout", "90s", "--stock-peer", rmqpeer)
+		"--port-offset", offset, "--drain-timeout", "90s", "--stock-peer", rmqpeer, "--v5-peer", v5peer)
 	t.Logf("chaos seed %d: %d faults %v; %d acknowledged, %d lost, %d unexpected, %d duplicates, %d fenced acks, %d order breaks, epoch history %s",
 		r.Chaos.Seed, r.Chaos.Faults, r.Chaos.ByKind, r.Check.Acked, r.Check.Lost, r.Check.Unexpected, r.Check.Duplicates,
 		r.Check.FencedAcks, r.Check.OrderViolations, r.Check.EpochHistory)
