@@ -177,7 +177,7 @@ func runAdminControllerStatus(ctx context.Context, args []string, stdout, stderr
 		return err
 	}
 	fmt.Fprintln(stdout)
-	tg := newTable(stdout, "CLUSTER", "GROUP", "MASTER", "MASTER ADDR", "EPOCH", "IN-SYNC", "MEMBERS")
+	tg := newTable(stdout, "CLUSTER", "GROUP", "MASTER", "MASTER ADDR", "EPOCH", "IN-SYNC", "FLOOR", "MEMBERS")
 	for _, g := range st.Groups {
 		var members []string
 		for _, m := range g.Members {
@@ -190,7 +190,7 @@ func runAdminControllerStatus(ctx context.Context, args []string, stdout, stderr
 			}
 			members = append(members, fmt.Sprintf("%d@%s(%s)%s end=%d", m.ID, m.Addr, m.IDC, alive, m.LogEnd))
 		}
-		tg.row(g.Cluster, g.BrokerName, g.MasterID, g.MasterAddr, g.Epoch, protocol.FormatIDs(g.InSync), strings.Join(members, " "))
+		tg.row(g.Cluster, g.BrokerName, g.MasterID, g.MasterAddr, g.Epoch, protocol.FormatIDs(g.InSync), g.Floor, strings.Join(members, " "))
 	}
 	if err := tg.flush(); err != nil || *history <= 0 {
 		return err

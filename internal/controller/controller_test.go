@@ -562,3 +562,65 @@ func TestControllerKeepsAMasterThatLostRecordsWhenNoneCanTakeOver(t *testing.T) 
 		return nil
 	})
 }
+
+// An in-sync replica whose disk was replaced (it reports an empty log) is
+// no candidate, even for a leader that never heard it report more: the
+// group's floor, the least log end of the in-sync members at the last
+// election, is in the replicated state. Once it holds that much again it is.
+func TestControllerSkipsAMemberBelowTheGroupsFloorAfterALeaderChange(t *testing.T) {
+	c := startCluster(t, 3)
+	old := c.leader()
+	brokers := c.establishGroup(old, []int64{1, 2})
+	r1, r2 := brokers[1], brokers[2]
+	// The master falls silent: r1 (the longest in-sync log) is elected,
+	// and the floor is r2's 4000.
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(old.srv.Addr(), r1)
+		if err != nil {
+			return err
+		}
+		if _, err := c.heartbeat(old.srv.Addr(), r2); err != nil {
+			return err
+		}
+		if out.Epoch != 2 || out.MasterID != 1 {
+			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+		}
+		return nil
+	})
+	r1.role, r1.epoch, r1.inSync = protocol.RoleMaster, 2, []int64{2}
+	r2.epoch = 2
+	out, err := c.heartbeat(old.srv.Addr(), r1)
+	testutil.NoError(t, err)
+	testutil.True(t, out.LeaseMillis > 0, "the new master is leased", out.LeaseMillis)
+	testutil.Equal(t, groupStatus(c.status(old.srv.Addr())).Floor, int64(4000), "the group's floor")
+
+	// The leader changes, and r2 comes back with an empty disk; then the
+	// master falls silent.
+	old.stop()
+	var rest []*testVoter
+	for _, v := range c.voters {
+		if v != old {
+			rest = append(rest, v)
+		}
+	}
+	leader := c.leader(rest...)
+	r2.logEnd, r2.epoch = 0, 0
+	deadline := time.Now().Add(3 * testLeaseTimeout)
+	for time.Now().Before(deadline) {
+		out, err := c.heartbeat(leader.srv.Addr(), r2)
+		testutil.NoError(t, err)
+		testutil.Equal(t, out.Epoch, int64(2), "no election of a member below the floor")
+		time.Sleep(testLeaseTimeout / 5)
+	}
+	r2.logEnd = 4000 // copied the log again
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(leader.srv.Addr(), r2)
+		if err != nil {
+			return err
+		}
+		if out.Epoch != 3 || out.MasterID != 2 {
+			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+		}
+		return nil
+	})
+}

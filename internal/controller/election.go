@@ -60,12 +60,14 @@ func (s *Server) pickMaster(g *group, now time.Time, force bool) (int64, int64, 
 		alive, logEnd, _ := s.live.alive(g.Key, id, now, s.opts.MasterLeaseTimeout)
 		known = max(known, m.LogEnd, logEnd)
 		if id == g.MasterID || !alive || s.live.noLead(g.Key, id) != "" ||
-			(!force && (!g.inSync(id) || s.live.shrunk(g.Key, id))) {
+			(!force && (!g.inSync(id) || s.live.shrunk(g.Key, id) || logEnd < g.Floor)) {
 			// A member whose log shrank since it last reported (its disk
 			// lost data, its log was moved aside) may lack what the group
 			// acknowledged: the chaos campaign saw one elected with a
 			// damaged log and every other copy then cut to match it. One
-			// that says it will not lead would refuse the role.
+			// that says it will not lead would refuse the role. One below
+			// the group's floor lost data even if this leader never heard
+			// it report more.
 			continue
 		}
 		if logEnd > bestEnd || (logEnd == bestEnd && id < best) {
@@ -83,9 +85,21 @@ func (s *Server) pickMaster(g *group, now time.Time, force bool) (int64, int64, 
 	return best, known, nil
 }
 
-// elect commits id as g's master at g.Epoch+1. Caller holds decideMu.
+// elect commits id as g's master at g.Epoch+1, with the group's floor: the
+// least log end of its live in-sync members now (the new master's when
+// forced). Caller holds decideMu.
 func (s *Server) elect(g *group, id int64, reason string, force bool) error {
-	if err := s.apply(command{Type: cmdElect, Key: g.Key, ID: id, FromEpoch: g.Epoch}); err != nil {
+	now := s.now()
+	floor := int64(-1)
+	for mid := range g.Members {
+		if counts := mid == id || !force && g.inSync(mid); !counts {
+			continue
+		}
+		if alive, logEnd, _ := s.live.alive(g.Key, mid, now, s.opts.MasterLeaseTimeout); alive && (floor < 0 || logEnd < floor) {
+			floor = logEnd
+		}
+	}
+	if err := s.apply(command{Type: cmdElect, Key: g.Key, ID: id, FromEpoch: g.Epoch, LogEnd: max(floor, 0)}); err != nil {
 		return err
 	}
 	s.live.elected(g.Key, s.now())

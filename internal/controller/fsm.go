@@ -53,6 +53,14 @@ type group struct {
 	// tell a fenced master's acknowledgement from a valid one. Snapshots
 	// written before it existed restore with an empty history.
 	History []epochRecord `json:"history,omitempty"`
+	// Floor is the least log end of the live in-sync members when the
+	// current master was elected: each held at least that much, and
+	// holds more since, unless its disk lost data (an empty disk put in,
+	// a damaged log moved aside). A member that reports less is no
+	// candidate (pickMaster). Unlike the leader's memory of a member's
+	// longest log (liveness.shrunk), it survives a change of leader. 0 for
+	// an adopted master and in snapshots from before it existed.
+	Floor int64 `json:"floor,omitempty"`
 }
 
 // epochRecord is one master of a group: from epoch Epoch on, broker
@@ -125,8 +133,8 @@ type command struct {
 	InSync      []int64 `json:"inSync,omitempty"`
 	SetInSync   bool    `json:"setInSync,omitempty"`
 
-	// elect: ID becomes master at FromEpoch+1; refused when the group
-	// moved on since the leader decided.
+	// elect: ID becomes master at FromEpoch+1, and LogEnd the group's
+	// Floor; refused when the group moved on since the leader decided.
 	FromEpoch int64 `json:"fromEpoch,omitempty"`
 
 	// apiAddr: voter NodeID serves requests at Addr.
@@ -240,6 +248,7 @@ func (f *fsm) applyElectLocked(c *command) error {
 	g.InSync = slices.Compact(slices.Sorted(slices.Values(append(set, c.ID))))
 	g.MasterID, g.MasterAddr = c.ID, m.Addr
 	g.Epoch = c.FromEpoch + 1
+	g.Floor = max(c.LogEnd, 0)
 	g.record(c.At)
 	return nil
 }

@@ -370,7 +370,7 @@ func (s *Server) Status() protocol.ControllerStatus {
 	now := s.now()
 	for _, g := range s.fsm.allGroups() {
 		cg := protocol.ControllerGroup{Cluster: g.Key.Cluster, BrokerName: g.Key.Name, MasterID: g.MasterID,
-			MasterAddr: g.MasterAddr, Epoch: g.Epoch, InSync: g.InSync, History: []protocol.ControllerEpoch{}}
+			MasterAddr: g.MasterAddr, Epoch: g.Epoch, InSync: g.InSync, History: []protocol.ControllerEpoch{}, Floor: g.Floor}
 		for _, h := range g.History {
 			cg.History = append(cg.History, protocol.ControllerEpoch{Epoch: h.Epoch, MasterID: h.MasterID,
 				Addr: h.Addr, ElectedAtMillis: h.AtMillis})

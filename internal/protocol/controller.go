@@ -257,6 +257,9 @@ type ControllerGroup struct {
 	// History is every master the group had, oldest first (the last 256):
 	// a master's acknowledgements are valid only at its epoch.
 	History []ControllerEpoch `json:"history"`
+	// Floor is the least log end of the in-sync members at the last
+	// election: a member reporting less lost data and is no candidate.
+	Floor int64 `json:"floor,omitempty"`
 }
 
 // ControllerEpoch is one master of a group: broker MasterID at Addr holds
