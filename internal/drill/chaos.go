@@ -462,6 +462,9 @@ type ChaosSummary struct {
 	Drain   Millis      `json:"drainMs"`
 	// Timeline is the SVG picture of the campaign (chaos_timeline.go).
 	Timeline string `json:"timeline"`
+	// Forced names the groups the drill had to force a master on after the
+	// heal, as an operator would (no member could be elected).
+	Forced []string `json:"forcedElections,omitempty"`
 
 	// began and healed bound the faults; plan is what was played;
 	// timelineText the picture as text, for the text report.
@@ -580,7 +583,14 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 		// so every IDC's producers are local before the healthy window.
 		d.progress.setPhase("chaos healed: giving every group back to its home broker")
 		for _, i := range d.cluster.idcs {
-			if err := d.ctl.failBack(ctx, "broker-"+i.name, 0, failbackLimit); err != nil {
+			group := "broker-" + i.name
+			forced, err := d.ctl.failBackOrForce(ctx, group, 0, failbackLimit, true)
+			if forced {
+				note := fmt.Sprintf("%s: no member could be elected; the home broker, holding the most log, was forced master (the operator's step)", group)
+				sum.Forced = append(sum.Forced, note)
+				d.progress.printf("chaos: %s", note)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("after the chaos: %w", err)
 			}
 		}

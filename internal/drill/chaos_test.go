@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
 )
 
 // TestChaosPlanIsSeededAndReplayable: one seed gives one plan; another
@@ -144,5 +146,28 @@ func TestChaosFaultsOnOneTargetDoNotInterleave(t *testing.T) {
 	}
 	if !p.running || p.starts != 2 {
 		t.Fatalf("running %v after %d restarts, want running after 2", p.running, p.starts)
+	}
+}
+
+// The drill forces a group's master after the heal only onto a live broker
+// whose log is at least every member's: nothing any copy holds is lost.
+func TestForcedHandBackOnlyToTheLongestLog(t *testing.T) {
+	g := &protocol.ControllerGroup{Members: []protocol.ControllerMember{
+		{ID: 0, LogEnd: 17858426, Alive: true},
+		{ID: 1, LogEnd: 0, Alive: true},
+		{ID: 2, LogEnd: 17797553, Alive: true},
+	}}
+	if !holdsMost(g, 0) {
+		t.Fatal("the home broker holds the most log but may not be forced")
+	}
+	if holdsMost(g, 2) {
+		t.Fatal("a broker with less log than another may be forced")
+	}
+	g.Members[0].Alive = false
+	if holdsMost(g, 0) {
+		t.Fatal("a broker the leader does not see alive may be forced")
+	}
+	if holdsMost(g, 7) {
+		t.Fatal("a broker that is no member may be forced")
 	}
 }

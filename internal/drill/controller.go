@@ -125,7 +125,21 @@ func (v *controllerView) waitEpochAbove(ctx context.Context, group string, epoch
 // in-sync set (a planned switch through the controller: nothing
 // acknowledged can be lost), and waits until it is.
 func (v *controllerView) failBack(ctx context.Context, group string, id int64, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
+	_, err := v.failBackOrForce(ctx, group, id, limit, false)
+	return err
+}
+
+// failBackOrForce is failBack that, with mayForce, does what
+// docs/controller.md tells an operator to do with a group that cannot elect
+// (its master refuses the role and no other member is in its in-sync set:
+// the chaos campaign saw a new master lose its disk before any replica
+// joined it): when broker id holds at least as much log as every member,
+// so that nothing any copy holds can be lost, and it is still not in sync
+// halfway through limit, it forces the election of id (ELECT with force). It
+// reports whether it forced one.
+func (v *controllerView) failBackOrForce(ctx context.Context, group string, id int64, limit time.Duration, mayForce bool) (forced bool, err error) {
+	began := time.Now()
+	deadline := began.Add(limit)
 	var last error
 	for {
 		st, err := v.status(ctx)
@@ -135,7 +149,19 @@ func (v *controllerView) failBack(ctx context.Context, group string, id int64, l
 			case g == nil:
 				last = fmt.Errorf("the controller has no group %s", group)
 			case g.MasterID == id:
-				return nil
+				return forced, nil
+			case !slices.Contains(g.InSync, id) && mayForce && !forced && time.Since(began) > limit/2 && holdsMost(g, id):
+				cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				var ans *protocol.ControllerElectResponseHeader
+				ans, _, last = v.client.Elect(cctx, &protocol.ControllerElectRequestHeader{
+					Cluster: g.Cluster, BrokerName: group, To: id, Force: true})
+				cancel()
+				if last == nil {
+					forced = true
+					if ans.MayLoseBytes > 0 {
+						return forced, fmt.Errorf("forcing broker %d of %s master may have lost %d bytes", id, group, ans.MayLoseBytes)
+					}
+				}
 			case !slices.Contains(g.InSync, id):
 				last = fmt.Errorf("broker %d of %s not in sync yet (in-sync %v)", id, group, g.InSync)
 			default:
@@ -148,12 +174,32 @@ func (v *controllerView) failBack(ctx context.Context, group string, id int64, l
 			last = err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("giving %s back to broker %d: %w", group, id, last)
+			return forced, fmt.Errorf("giving %s back to broker %d: %w", group, id, last)
 		}
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return err
+			return forced, err
 		}
 	}
+}
+
+// holdsMost reports whether member id of g is up and its log ends at or
+// past every member's.
+func holdsMost(g *protocol.ControllerGroup, id int64) bool {
+	var mine *protocol.ControllerMember
+	for i := range g.Members {
+		if g.Members[i].ID == id {
+			mine = &g.Members[i]
+		}
+	}
+	if mine == nil || !mine.Alive {
+		return false
+	}
+	for _, m := range g.Members {
+		if m.LogEnd > mine.LogEnd {
+			return false
+		}
+	}
+	return true
 }
 
 // history is every group's epoch history, for the ledger checker.

@@ -222,6 +222,9 @@ func (r *Report) writeChaos(w io.Writer) {
 			o.IDC, o.Longest, o.From, strings.Join(o.Faults, "; "))
 	}
 	fmt.Fprintf(w, "  backlog consumed %s after the heal\n", c.Drain)
+	for _, f := range c.Forced {
+		fmt.Fprintf(w, "  operator step: %s\n", f)
+	}
 	for _, g := range r.Replicas {
 		state := "identical"
 		if g.DivergesAt >= 0 || g.Detail != "" {
