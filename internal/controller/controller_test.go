@@ -417,21 +417,34 @@ func TestControllerSkipsAReplicaWhoseLogShrank(t *testing.T) {
 	testutil.NoError(t, err)
 	// The master falls silent: its lease lapses, but the only in-sync
 	// replica lost data.
+	c.noElection(leader.srv.Addr(), r1, 1, "no election of a replica whose log shrank")
+	r1.logEnd = 4900 // caught up again
+	c.waitElected(leader.srv.Addr(), r1, 2)
+}
+
+// noElection heartbeats b to addr for three lease timeouts and fails the
+// test if the group's epoch moves from epoch.
+func (c *testCluster) noElection(addr string, b *testBroker, epoch int64, what string) {
+	c.t.Helper()
 	deadline := time.Now().Add(3 * testLeaseTimeout)
 	for time.Now().Before(deadline) {
-		out, err := c.heartbeat(leader.srv.Addr(), r1)
-		testutil.NoError(t, err)
-		testutil.Equal(t, out.Epoch, int64(1), "no election of a replica whose log shrank")
+		out, err := c.heartbeat(addr, b)
+		testutil.NoError(c.t, err)
+		testutil.Equal(c.t, out.Epoch, epoch, what)
 		time.Sleep(testLeaseTimeout / 5)
 	}
-	r1.logEnd = 4900 // caught up again
-	testutil.Eventually(t, testDeadline, func() error {
-		out, err := c.heartbeat(leader.srv.Addr(), r1)
+}
+
+// waitElected heartbeats b to addr until b is master at epoch.
+func (c *testCluster) waitElected(addr string, b *testBroker, epoch int64) {
+	c.t.Helper()
+	testutil.Eventually(c.t, testDeadline, func() error {
+		out, err := c.heartbeat(addr, b)
 		if err != nil {
 			return err
 		}
-		if out.Epoch != 2 || out.MasterID != 1 {
-			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+		if out.Epoch != epoch || out.MasterID != b.id {
+			return fmt.Errorf("epoch %d master %d, want %d and %d", out.Epoch, out.MasterID, epoch, b.id)
 		}
 		return nil
 	})
@@ -605,22 +618,7 @@ func TestControllerSkipsAMemberBelowTheGroupsFloorAfterALeaderChange(t *testing.
 	}
 	leader := c.leader(rest...)
 	r2.logEnd, r2.epoch = 0, 0
-	deadline := time.Now().Add(3 * testLeaseTimeout)
-	for time.Now().Before(deadline) {
-		out, err := c.heartbeat(leader.srv.Addr(), r2)
-		testutil.NoError(t, err)
-		testutil.Equal(t, out.Epoch, int64(2), "no election of a member below the floor")
-		time.Sleep(testLeaseTimeout / 5)
-	}
+	c.noElection(leader.srv.Addr(), r2, 2, "no election of a member below the floor")
 	r2.logEnd = 4000 // copied the log again
-	testutil.Eventually(t, testDeadline, func() error {
-		out, err := c.heartbeat(leader.srv.Addr(), r2)
-		if err != nil {
-			return err
-		}
-		if out.Epoch != 3 || out.MasterID != 2 {
-			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
-		}
-		return nil
-	})
+	c.waitElected(leader.srv.Addr(), r2, 3)
 }

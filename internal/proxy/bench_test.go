@@ -20,13 +20,7 @@ import (
 // measures the access point and the brokers behind it, in one process.
 func BenchmarkAccessPointSend(b *testing.B) {
 	_, ap := clusterB(b, "V5Bench")
-	conn, err := grpc.NewClient(ap.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	cl := rmqpb.NewMessagingServiceClient(conn)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "bench-client")
+	cl, ctx := rawGRPC(b, ap.Addr(), "bench-client")
 	body := make([]byte, 1024)
 	var n atomic.Int64
 	b.ResetTimer()
@@ -54,4 +48,16 @@ func BenchmarkAccessPointSend(b *testing.B) {
 		}()
 	}
 	wg.Wait()
+}
+
+// rawGRPC is our own generated stub on a plaintext connection to addr (closed
+// at the end of the test), and a context carrying clientID.
+func rawGRPC(t testing.TB, addr, clientID string) (rmqpb.MessagingServiceClient, context.Context) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rmqpb.NewMessagingServiceClient(conn), metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", clientID)
 }

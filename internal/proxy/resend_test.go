@@ -1,12 +1,7 @@
 package proxy_test
 
 import (
-	"context"
 	"testing"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/zonemq/zonemq/internal/rmqpb"
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -19,11 +14,7 @@ import (
 // group).
 func TestV5ResendIsStoredOnce(t *testing.T) {
 	c, ap := cluster(t, "V5Resend")
-	conn, err := grpc.NewClient(ap.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	testutil.NoError(t, err, "grpc.NewClient")
-	defer conn.Close()
-	cl := rmqpb.NewMessagingServiceClient(conn)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-mq-client-id", "resend-client")
+	cl, ctx := rawGRPC(t, ap.Addr(), "resend-client")
 	send := func(id string) *rmqpb.SendResultEntry {
 		t.Helper()
 		resp, err := cl.SendMessage(ctx, &rmqpb.SendMessageRequest{Messages: []*rmqpb.Message{{
