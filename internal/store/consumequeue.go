@@ -456,9 +456,21 @@ func (q *consumeQueue) truncateTo(off int64) error {
 		f.close()
 		os.Remove(f.path)
 	}
+	if len(drop) > 0 {
+		syncDir(q.dir)
+	}
+	// The cut is made durable at once: the log is refilled from the
+	// master next, and a power loss that brought the dropped entries back
+	// would leave them pointing at other records of the refilled log, a
+	// queue one entry longer than its records that no fetch can continue
+	// (the chaos campaign: "record at 20186206 has queue offset 1503 …,
+	// the local queue is at 1504", for good).
 	if f := q.fileFor(off); f != nil {
 		if err := f.truncate((off - f.start) * cqEntrySize); err != nil {
 			return fmt.Errorf("store: truncate consume-queue file: %w", err)
+		}
+		if err := f.datasync(); err != nil {
+			return fmt.Errorf("store: fsync truncated consume-queue file: %w", err)
 		}
 	}
 	q.maxOffset.Store(off)
