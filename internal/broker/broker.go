@@ -214,10 +214,13 @@ func New(opts Options) (*Server, error) {
 	sopts.MaxMessageSize = opts.MaxMessageSize
 	sopts.StoreHost = host
 	sopts.Logger = s.logger
-	// A master with no replica in sync confirms its own writes: without an
-	// fsync or a replica's acknowledgement to wake the answering goroutine,
-	// the arrival does (replication_confirm.go).
-	confirmOnArrival := opts.Replication == ReplicationSync && opts.Flush != store.FlushSync
+	// Where the controller may elect another member, consumers read only
+	// what the group confirmed (replication_confirm.go). A master with no
+	// replica in sync confirms its own writes: without an fsync or a
+	// replica's acknowledgement to wake the answering goroutine, the
+	// arrival does.
+	fenced := opts.Replication == ReplicationSync && len(opts.ControllerAddrs) > 0
+	confirmOnArrival := fenced && opts.Flush != store.FlushSync
 	sopts.OnArrive = func(topic string, queueID int32, maxOffset int64) {
 		s.pulls.notify(topic, queueID, maxOffset)
 		if s.repl != nil {
@@ -236,9 +239,7 @@ func New(opts Options) (*Server, error) {
 			sopts.OnFlush = s.syncAcks.flushed
 		}
 	}
-	// Where the controller may elect another member, consumers read only
-	// what the group confirmed (replication_confirm.go).
-	sopts.Fenced = opts.Replication == ReplicationSync && len(opts.ControllerAddrs) > 0
+	sopts.Fenced = fenced
 	sopts.RecoverDropCorrupt = opts.Hardening.RecoverDropCorrupt
 	sopts.MaxOpenQueueFiles = opts.Hardening.MaxOpenQueueFiles
 	st, reseeded, err := openStore(sopts, opts, s.logger)

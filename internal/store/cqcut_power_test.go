@@ -29,6 +29,8 @@ func TestConsumeQueueCutSurvivesAPowerLoss(t *testing.T) {
 	o.Dir, o.Flush = dir, FlushSync
 	s, err := Open(o)
 	testutil.NoError(t, err, "Open")
+	first := s
+	t.Cleanup(func() { first.Close() }) // closed below too; Close is idempotent
 	var puts []PutResult
 	for i := range 10 {
 		puts = append(puts, mustPut(t, s, newMsg("T", 0, fmt.Sprint("a", i), nil)))
