@@ -387,6 +387,13 @@ func (s *Server) addLoop(fn func(ctx context.Context)) { s.loops = append(s.loop
 // finished and before the store closes (a seam to persist state).
 func (s *Server) addCloser(fn func()) { s.closers = append(s.closers, fn) }
 
+// isStopping reports whether Shutdown has begun.
+func (s *Server) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
 // Shutdown stops the broker in order: unregister from every name server,
 // let the connected zonemq consumers commit (tellConsumersClosing), answer
 // parked pulls, refuse new requests and let those in flight finish,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -104,6 +105,12 @@ func (r *replication) controllerBeat(ctx context.Context) error {
 				ids = append(ids, identityOf(id))
 			}
 		}
+		if s.isStopping() && r.committedSync != nil {
+			// A stopping master's replicas leave its set as their
+			// connections close: they are the group's good copies, and
+			// the controller must keep them to elect one.
+			ids = slices.DeleteFunc(slices.Clone(r.committedSync), func(id int64) bool { return id == s.opts.BrokerID })
+		}
 		h.InSyncIDs = protocol.FormatIDs(ids)
 	}
 	r.mu.Unlock()
@@ -195,21 +202,25 @@ func (r *replication) applyControllerAnswer(ans protocol.ControllerHeartbeatResp
 		if ans.Epoch > r.lastEpoch() {
 			r.startEpochLocked(ans.Epoch)
 		}
+		setChanged := false
 		if ans.LeaseMillis > 0 {
 			r.leaseUntil.Store(monoNanos(sent.Add(time.Duration(ans.LeaseMillis) * time.Millisecond)))
+			if ids, err := protocol.ParseIDs(ans.InSyncIDs); err == nil && ans.InSyncIDs != "" && !slices.Equal(ids, r.committedSync) {
+				r.committedSync, setChanged = ids, true
+			}
 		}
 		err := r.persistLocked()
 		r.mu.Unlock()
 		if err != nil {
 			s.logger.Error("persisting the role the controller gave", "err", err)
 		}
+		if setChanged {
+			r.signalAcks() // sends waiting for a replica the set no longer has
+		}
 		if promoted {
 			// The controller leases only a master's report, which names
 			// its in-sync set first: send it now.
-			select {
-			case r.ctrlKick <- struct{}{}:
-			default:
-			}
+			r.kickController()
 			s.logger.Info("the controller elected this broker master", "epoch", ans.Epoch, "logEnd", s.store.CommitLogMaxOffset())
 			s.afterPromotion()
 			s.namesrvs.kickAll()

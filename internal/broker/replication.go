@@ -129,6 +129,12 @@ type replication struct {
 	// broker just elected asks for its lease at once, not a heartbeat
 	// interval later.
 	ctrlKick chan struct{}
+	// committedSync (master, controller mode; guarded by mu) is the
+	// group's in-sync set as the controller last committed it, broker
+	// identities, this master included; nil while unknown. A replica
+	// this master dropped from its own set stays one that sends wait for
+	// until the controller has dropped it too (ackSetLocked).
+	committedSync []int64
 }
 
 // offsetKey names one consumer offset.
@@ -478,6 +484,7 @@ func (r *replication) setRoleLocked(master bool, regID int64) {
 	}
 	r.state.Master = master
 	r.state.RegisteredID = regID
+	r.committedSync = nil // a new role learns the set from its next lease
 	r.master.Store(master)
 	r.regID.Store(regID)
 	r.roleGen++

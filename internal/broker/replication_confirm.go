@@ -17,9 +17,10 @@ import "github.com/zonemq/zonemq/internal/store"
 // hold the whole log, nothing is cut, and the store is not fenced.
 
 // advanceConfirmed moves the store's confirmed offset to what the master may
-// acknowledge now: the lowest offset its in-sync replicas hold (the log end
-// with none, where min-insync-replicas allows it), while its lease is
-// valid. It never moves back. Only a fenced master does anything.
+// acknowledge now: the lowest offset its in-sync replicas hold, those the
+// controller still counts in sync included (ackSetLocked; the log end with
+// none, where min-insync-replicas allows it), while its lease is valid. It
+// never moves back. Only a fenced master does anything.
 func (r *replication) advanceConfirmed() {
 	if r.s.store.Confirmed() == store.NoFence {
 		return // not fenced (no sync replication, or no controller)
@@ -27,13 +28,7 @@ func (r *replication) advanceConfirmed() {
 	end := r.s.store.CommitLogMaxOffset()
 	r.mu.Lock()
 	master := r.state.Master
-	inSync, low := 0, end
-	for _, p := range r.replicas {
-		if p.inSync {
-			inSync++
-			low = min(low, p.acked)
-		}
-	}
+	inSync, _, low := r.ackSetLocked(end)
 	r.mu.Unlock()
 	if !master || 1+inSync < r.s.opts.MinInsyncReplicas {
 		return

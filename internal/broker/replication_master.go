@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -126,6 +127,7 @@ func (r *replication) dropReplica(id int64, c *remoting.Conn) {
 	r.mu.Unlock()
 	if wasInSync {
 		r.s.logger.Info("replica left the in-sync set: its connection closed", "replica", id, "addr", p.addr)
+		r.kickController()
 	}
 	r.signalAcks()
 }
@@ -248,6 +250,7 @@ func (r *replication) isrLoop(ctx context.Context) {
 		r.mu.Unlock()
 		if evicted {
 			r.signalAcks()
+			r.kickController()
 		}
 	}
 }
@@ -289,15 +292,7 @@ func (r *replication) replicated(end int64) (done bool, err error) {
 		return true, nil
 	}
 	r.mu.Lock()
-	inSync, behind := 0, 0
-	for _, p := range r.replicas {
-		if p.inSync {
-			inSync++
-			if p.acked < end {
-				behind++
-			}
-		}
-	}
+	inSync, behind, _ := r.ackSetLocked(end)
 	master := r.state.Master
 	r.mu.Unlock()
 	if !master {
@@ -319,14 +314,67 @@ func (r *replication) replicated(end int64) (done bool, err error) {
 // confirm the log up to end within ReplicaAckTimeout.
 func (r *replication) replicaTimeout(end int64) error {
 	r.mu.Lock()
-	behind := 0
-	for _, p := range r.replicas {
-		if p.inSync && p.acked < end {
-			behind++
-		}
-	}
+	_, behind, _ := r.ackSetLocked(end)
 	r.mu.Unlock()
 	return fmt.Errorf("%w: %d in-sync replicas did not confirm within %s", errReplicaTimeout, behind, r.s.opts.ReplicaAckTimeout)
+}
+
+// ackSetLocked is what a sync send up to end waits for: inSync counts the
+// replicas in this master's in-sync set; behind counts the replicas it must
+// wait for that do not hold the log up to end, and low is the least offset
+// they hold (-1 when one of them is not connected). Those are the replicas
+// in its own set and, with the controller, those in the set the controller
+// committed: a replica this master dropped (it fell behind, its connection
+// closed) may still be elected until the controller has taken it out, so
+// acknowledging without it could lose the acknowledgement in an election
+// (Kafka's leader, likewise, shrinks its ISR only through the controller;
+// the chaos campaign lost a message so: a master dropped a replica, answered
+// sends and died, and the controller, still counting the replica in sync,
+// elected it). Caller holds mu.
+func (r *replication) ackSetLocked(end int64) (inSync, behind int, low int64) {
+	low = end
+	for id, p := range r.replicas {
+		if p.inSync {
+			inSync++
+		}
+		if p.inSync || slices.Contains(r.committedSync, identityOf(id)) {
+			if p.acked < end {
+				behind++
+			}
+			low = min(low, p.acked)
+		}
+	}
+	for _, ident := range r.committedSync {
+		if ident != r.s.opts.BrokerID && !r.connectedLocked(ident) {
+			behind++
+			low = -1
+		}
+	}
+	return inSync, behind, low
+}
+
+// connectedLocked reports whether the replica with broker identity ident
+// is connected. Caller holds mu.
+func (r *replication) connectedLocked(ident int64) bool {
+	for id := range r.replicas {
+		if identityOf(id) == ident {
+			return true
+		}
+	}
+	return false
+}
+
+// kickController makes the controller loop report now, so that a change of
+// the in-sync set is committed (and the sends waiting on it answered)
+// without waiting for the next heartbeat.
+func (r *replication) kickController() {
+	if !r.controllerMode() {
+		return
+	}
+	select {
+	case r.ctrlKick <- struct{}{}:
+	default:
+	}
 }
 
 // handleReplicaSyncMeta merges the consumer offsets a replica took commits

@@ -92,7 +92,7 @@ func (s *Server) serveSend(ctx context.Context, c *remoting.Conn, req *remoting.
 		Body:           req.Body,
 		Properties:     h.Properties,
 	}
-	if h.Retry {
+	if h.Retry || s.maybeRepeat(h.Topic, m.Properties) {
 		// An earlier attempt may have stored it (sendretry.go); what this
 		// connection kept is stored first, so the lookup sees it.
 		retry := func(ctx context.Context, h *protocol.SendMessageRequestHeader) *remoting.Command {

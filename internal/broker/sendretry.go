@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -12,10 +13,11 @@ import (
 
 // Idempotent retries. A send whose attempt went unanswered — the answer
 // was lost, the master was paused, its replicas were slow to confirm — may
-// have been stored anyway, and the SDK sends it again with the same
-// UNIQ_KEY and the header's Retry flag. When the retry reaches the same
-// group, the master looks the UNIQ_KEY up in its key index (every copy of
-// the group has it, so a new master does too) and, if the topic holds a
+// have been stored anyway, and the client sends it again with the same
+// UNIQ_KEY: the SDK with the header's Retry flag, the stock clients
+// without a mark (maybeRepeat finds those). When the retry reaches the
+// same group, the master looks the UNIQ_KEY up in its key index (every copy
+// of the group has it, so a new master does too) and, if the topic holds a
 // record with it from the last retryLookback, answers with that record —
 // once it is as durable and replicated as a new one would be — instead of
 // storing a second copy. The chaos campaign found the second copies
@@ -28,6 +30,22 @@ import (
 // through, whatever their store times (store.QueryRecentByKey): a wall
 // clock stepped between the attempts does not hide the first copy.
 const retryLookback = 5 * time.Minute
+
+// maybeRepeat reports whether an unmarked send may repeat a message this
+// group stored already: the stock clients (rocketmq-client-go, the Java
+// client) send a message again after an unanswered attempt with its
+// UNIQ_KEY unchanged but no mark, and the store remembers the UNIQ_KEYs of
+// its newest records (store.MaybeStored; on a replica too, so a new master
+// knows the old one's). Sends to retry and dead-letter topics are not
+// repeats: a message consumed and sent back twice goes there twice, with
+// one UNIQ_KEY.
+func (s *Server) maybeRepeat(topic, props string) bool {
+	if strings.HasPrefix(topic, protocol.RetryGroupPrefix) || strings.HasPrefix(topic, protocol.DLQGroupPrefix) {
+		return false
+	}
+	uniq, _ := protocol.Property(props, protocol.PropertyUniqClientMessageID)
+	return s.store.MaybeStored(topic, uniq)
+}
 
 // storedRetry answers a retried single send with its stored copy, or
 // returns nil when there is none (the send is stored as usual).

@@ -13,8 +13,9 @@ import (
 
 // A send marked as a retry whose UNIQ_KEY the topic already holds is
 // answered with the stored copy (same queue and offset) and stores
-// nothing; a retry the broker has no copy of, and any send without the
-// mark, is stored as usual. Both header forms carry the mark.
+// nothing, and so is an unmarked one (a stock client's retry); a retry the
+// broker has no copy of is stored as usual, and so is every send to a retry
+// topic. Both header forms carry the mark.
 func TestBrokerRetriedSendAnsweredWithTheStoredCopy(t *testing.T) {
 	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a"))
 	c := newRawClient(t)
@@ -65,8 +66,23 @@ func TestBrokerRetriedSendAnsweredWithTheStoredCopy(t *testing.T) {
 	testutil.Equal(t, fresh.QueueID, int32(2), "a retry with no earlier copy is stored")
 	testutil.Equal(t, s.store.MaxOffset(topic, 2), int64(1), "stored")
 
-	send("U1", 3, false, false) // unmarked: stored again, as any stock client's send
-	testutil.Equal(t, s.store.MaxOffset(topic, 3), int64(1), "an unmarked send is stored")
+	// Unmarked, as rocketmq-client-go and the Java client retry: the same
+	// answer.
+	again := send("U1", 3, false, false)
+	testutil.Equal(t, again.QueueOffset, first.QueueOffset, "an unmarked repeat answered with the first copy")
+	testutil.Equal(t, again.MsgID, first.MsgID, "and its message id")
+	testutil.Equal(t, s.store.MaxOffset(topic, 3), int64(0), "the unmarked repeat stored nothing")
+	testutil.Equal(t, s.retriesAnswered.Load(), int64(4), "retries answered from the store")
+
+	// A message consumed and sent back twice reaches its retry topic twice.
+	retryTopic := protocol.RetryGroupPrefix + "cg"
+	for range 2 {
+		h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: retryTopic, DefaultTopic: protocol.AutoCreateTopicKey,
+			DefaultTopicQueueNums: 1, QueueID: 0, BornTimestamp: time.Now().UnixMilli(),
+			Properties: protocol.EncodeProperties(map[string]string{protocol.PropertyUniqClientMessageID: "U1"})}
+		expectCode(t, invoke(t, c, s.Addr(), protocol.SendMessage, h.Ext(), []byte("again")), protocol.Success, "send to the retry topic")
+	}
+	testutil.Equal(t, s.store.MaxOffset(retryTopic, 0), int64(2), "both sends to the retry topic stored")
 }
 
 // The mark survives the frame codecs: what a header writes, it reads.

@@ -103,6 +103,7 @@ func (s *Server) handleBrokerHeartbeat(_ context.Context, _ *remoting.Conn, req 
 				return reply(req, protocol.ServiceNotAvailable, "the controller could not commit the lease: "+err.Error())
 			}
 			out.LeaseMillis = lease.Milliseconds()
+			out.InSyncIDs = protocol.FormatIDs(g.InSync)
 		}
 	}
 	resp := reply(req, protocol.Success, "")

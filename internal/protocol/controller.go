@@ -94,12 +94,17 @@ type ControllerHeartbeatResponseHeader struct {
 	MasterAddr  string
 	Epoch       int64
 	LeaseMillis int64
+	// InSyncIDs rides on a lease: the group's in-sync set as committed
+	// (FormatIDs, the master included). A master counts a replica it
+	// dropped from its own set until the controller has dropped it too.
+	// Empty from a controller older than the field.
+	InSyncIDs string
 }
 
 // Ext implements Header.
 func (h *ControllerHeartbeatResponseHeader) Ext() map[string]string {
 	return ExtWriter{}.Int("masterId", h.MasterID).OptStr("masterAddr", h.MasterAddr).Int("epoch", h.Epoch).
-		Int("leaseMillis", h.LeaseMillis)
+		Int("leaseMillis", h.LeaseMillis).OptStr("inSyncIds", h.InSyncIDs)
 }
 
 // SetExt implements Header.
@@ -109,6 +114,7 @@ func (h *ControllerHeartbeatResponseHeader) SetExt(ext map[string]string) error 
 	h.MasterAddr = r.OptString("masterAddr")
 	h.Epoch = r.Int64("epoch")
 	h.LeaseMillis = r.Int64("leaseMillis")
+	h.InSyncIDs = r.OptString("inSyncIds")
 	return r.Err()
 }
 

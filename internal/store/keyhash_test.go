@@ -23,8 +23,9 @@ func TestKeyHashMatchesFNV1a(t *testing.T) {
 
 func TestMessageKeysSplitsAndDeduplicates(t *testing.T) {
 	props := "KEYS\x01a  b a c\x02UNIQ_KEY\x01b\x02"
-	if got, want := messageKeys(props), []string{"a", "b", "c"}; !slices.Equal(got, want) {
-		t.Fatalf("messageKeys = %q, want %q", got, want)
+	got, uniq := messageKeys(props)
+	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) || uniq != "b" {
+		t.Fatalf("messageKeys = %q, %q, want %q, \"b\"", got, uniq, want)
 	}
 	if allocs := testing.AllocsPerRun(100, func() { keyHash("TopicTest", "order-42") }); allocs != 0 {
 		t.Fatalf("keyHash allocates %.0f times", allocs)

@@ -78,9 +78,9 @@ func keyHash(topic, key string) uint64 {
 }
 
 // messageKeys returns the keys a message is indexed under: the words of its
-// KEYS property and its UNIQ_KEY, without duplicates.
-func messageKeys(props string) []string {
-	var keys []string
+// KEYS property and its UNIQ_KEY, without duplicates; and the UNIQ_KEY
+// alone ("" without one).
+func messageKeys(props string) (keys []string, uniq string) {
 	if v, ok := protocol.Property(props, protocol.PropertyKeys); ok {
 		for v != "" {
 			var k string
@@ -90,10 +90,13 @@ func messageKeys(props string) []string {
 			}
 		}
 	}
-	if v, ok := protocol.Property(props, protocol.PropertyUniqClientMessageID); ok && v != "" && !containsString(keys, v) {
-		keys = append(keys, v)
+	if v, ok := protocol.Property(props, protocol.PropertyUniqClientMessageID); ok && v != "" {
+		uniq = v
+		if !containsString(keys, v) {
+			keys = append(keys, v)
+		}
 	}
-	return keys
+	return keys, uniq
 }
 
 func containsString(list []string, s string) bool {
@@ -232,3 +235,23 @@ func (x *keyIndex) scan(h uint64, fn func(off int64)) error {
 }
 
 func (x *keyIndex) close() error { return x.file.Close() }
+
+// tail returns the hashes of the index's last n entries at most, oldest
+// first.
+func (x *keyIndex) tail(n int) ([]uint64, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.writePendingLocked(); err != nil {
+		return nil, err
+	}
+	from := max(0, x.written-int64(n)*keyIndexEntrySize)
+	buf := make([]byte, x.written-from)
+	if _, err := x.file.ReadAt(buf, from); err != nil {
+		return nil, fmt.Errorf("store: read key index %s: %w", x.path, err)
+	}
+	out := make([]uint64, 0, len(buf)/keyIndexEntrySize)
+	for i := 0; i+keyIndexEntrySize <= len(buf); i += keyIndexEntrySize {
+		out = append(out, binary.BigEndian.Uint64(buf[i:]))
+	}
+	return out, nil
+}

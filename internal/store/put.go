@@ -130,8 +130,12 @@ func (s *Store) put(ctx context.Context, ms []*protocol.MessageExt) (PutResult, 
 		buf = protocol.AppendStoredRecord(buf, m)
 		tags, _ := protocol.Property(m.Properties, protocol.PropertyTags)
 		r := pendingRecord{off: start, size: len(buf) - start, tsOff: storeTimestampOffset(m.SysFlag), tags: protocol.TagsHashCode(tags)}
-		for _, k := range messageKeys(m.Properties) {
+		keys, uniq := messageKeys(m.Properties)
+		for _, k := range keys {
 			r.keyHashes = append(r.keyHashes, keyHash(topic, k))
+			if k == uniq {
+				s.recent.add(r.keyHashes[len(r.keyHashes)-1])
+			}
 		}
 		recs = append(recs, r)
 	}

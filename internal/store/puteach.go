@@ -126,8 +126,12 @@ func (s *Store) appendEach(ms []*protocol.MessageExt, res []PutResult, errs []er
 			buf = protocol.AppendStoredRecord(buf, m)
 			tags, _ := protocol.Property(m.Properties, protocol.PropertyTags)
 			r := eachRecord{i: next, pendingRecord: pendingRecord{off: off, size: len(buf) - off, tsOff: storeTimestampOffset(m.SysFlag), tags: protocol.TagsHashCode(tags)}}
-			for _, k := range messageKeys(m.Properties) {
+			keys, uniq := messageKeys(m.Properties)
+			for _, k := range keys {
 				r.keyHashes = append(r.keyHashes, keyHash(m.Topic, k))
+				if k == uniq {
+					s.recent.add(r.keyHashes[len(r.keyHashes)-1])
+				}
 			}
 			recs = append(recs, r)
 		}

@@ -617,8 +617,13 @@ func (r *recoveryScan) dispatch(g *segment, m *protocol.MessageExt, pos int64, s
 		s.cl.lastStoreTime = m.StoreTimestamp
 	}
 	var keys []byte
-	for _, k := range messageKeys(m.Properties) {
-		keys = appendKeyEntries(keys, []uint64{keyHash(m.Topic, k)}, pos)
+	mkeys, uniq := messageKeys(m.Properties)
+	for _, k := range mkeys {
+		h := keyHash(m.Topic, k)
+		keys = appendKeyEntries(keys, []uint64{h}, pos)
+		if k == uniq {
+			s.recent.add(h)
+		}
 	}
 	if err := g.index.appendLocked(keys); err != nil {
 		return err

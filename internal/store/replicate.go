@@ -277,8 +277,13 @@ func (s *Store) appendReplicatedLocked(from int64, data []byte) (int64, map[*con
 			if !found {
 				pend = append(pend, pendingQueue{q: q, max: m.QueueOffset + 1, physEnd: from + run + t})
 			}
-			for _, k := range messageKeys(m.Properties) {
-				keys = appendKeyEntries(keys, []uint64{keyHash(m.Topic, k)}, from+run)
+			mkeys, uniq := messageKeys(m.Properties)
+			for _, k := range mkeys {
+				h := keyHash(m.Topic, k)
+				keys = appendKeyEntries(keys, []uint64{h}, from+run)
+				if k == uniq {
+					s.recent.add(h)
+				}
 			}
 			g.noteStoreTime(m.StoreTimestamp)
 			if m.StoreTimestamp > s.cl.lastStoreTime {

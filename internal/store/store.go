@@ -30,6 +30,8 @@ type Store struct {
 	lock      *dirLock
 
 	cl *commitLog
+	// recent remembers the newest records' UNIQ_KEYs (MaybeStored).
+	recent recentKeys
 	// reads caches the commit-log blocks that pulls read runs of records
 	// from (readcache.go).
 	reads *readCache
@@ -131,6 +133,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.reserve.path = filepath.Join(opts.Dir, "reserve")
 	if err := s.recover(unclean); err != nil {
+		return fail(err)
+	}
+	if err := s.primeRecentKeys(); err != nil {
 		return fail(err)
 	}
 	if s.offsets, err = loadOffsetTable(s.configDir); err != nil {

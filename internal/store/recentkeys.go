@@ -1,0 +1,111 @@
+package store
+
+import "sync"
+
+// recentKeys remembers the UNIQ_KEY hashes (keyHash of topic and key) of the
+// newest records this store took — sent here, copied from a master or
+// replayed by recovery — so that a send can ask cheaply whether its message
+// may be stored already (MaybeStored): a client that got no answer sends
+// the same message again, and the broker answers such a repeat with the
+// stored copy instead of storing a second one. The key index says it
+// exactly but is scanned a segment at a time, too slow for every send.
+//
+// Two generations of open-addressed slots: inserts go to the current one;
+// when it holds recentKeysPerGen hashes the older one is cleared and
+// becomes current. So the newest recentKeysPerGen to 2*recentKeysPerGen
+// records are remembered, in 8 MiB (allocated at the first insert).
+type recentKeys struct {
+	mu   sync.Mutex
+	gens [2][]uint64 // 0 marks an empty slot
+	cur  int
+	n    int // hashes in gens[cur]
+}
+
+const (
+	recentKeySlots   = 1 << 19
+	recentKeysPerGen = recentKeySlots / 2 // at most half full: short probes
+)
+
+// slot maps a hash to its start slot; 0 is stored as 1.
+func recentSlot(h uint64) (uint64, int) {
+	if h == 0 {
+		h = 1
+	}
+	return h, int(h & (recentKeySlots - 1))
+}
+
+func (k *recentKeys) add(h uint64) {
+	h, i := recentSlot(h)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.gens[0] == nil {
+		k.gens[0], k.gens[1] = make([]uint64, recentKeySlots), make([]uint64, recentKeySlots)
+	}
+	if k.n >= recentKeysPerGen {
+		k.cur ^= 1
+		clear(k.gens[k.cur])
+		k.n = 0
+	}
+	g := k.gens[k.cur]
+	for ; ; i = (i + 1) & (recentKeySlots - 1) {
+		switch g[i] {
+		case h:
+			return
+		case 0:
+			g[i] = h
+			k.n++
+			return
+		}
+	}
+}
+
+func (k *recentKeys) has(h uint64) bool {
+	h, start := recentSlot(h)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, g := range k.gens {
+		if g == nil {
+			return false
+		}
+		for i := start; ; i = (i + 1) & (recentKeySlots - 1) {
+			if g[i] == h {
+				return true
+			}
+			if g[i] == 0 {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// MaybeStored reports whether a record of topic with UNIQ_KEY uniq may be
+// among the newest records this store took (see recentKeys): false means
+// it is not; true means look it up (QueryRecentByKey).
+func (s *Store) MaybeStored(topic, uniq string) bool {
+	return uniq != "" && s.recent.has(keyHash(topic, uniq))
+}
+
+// primeRecentKeys fills recent, at open, from the newest records' key-index
+// entries, so that a restarted broker still knows the messages it stored
+// just before (their KEYS words come along; a send whose UNIQ_KEY matches
+// one is only looked up, not refused).
+func (s *Store) primeRecentKeys() error {
+	segs := s.cl.snapshot()
+	var tails [][]uint64
+	want := recentKeysPerGen
+	for i := len(segs) - 1; i >= 0 && want > 0; i-- {
+		t, err := segs[i].index.tail(want)
+		if err != nil {
+			return err
+		}
+		tails = append(tails, t)
+		want -= len(t)
+	}
+	for i := len(tails) - 1; i >= 0; i-- {
+		for _, h := range tails[i] {
+			s.recent.add(h)
+		}
+	}
+	return nil
+}
