@@ -92,11 +92,11 @@ func (s *Server) serveSend(ctx context.Context, c *remoting.Conn, req *remoting.
 		Body:           req.Body,
 		Properties:     h.Properties,
 	}
-	if h.Retry || s.maybeRepeat(h.Topic, m.Properties) {
+	if repeat := s.repeatOf(h.Topic, m.Properties); h.Retry || repeat {
 		// An earlier attempt may have stored it (sendretry.go); what this
 		// connection kept is stored first, so the lookup sees it.
 		retry := func(ctx context.Context, h *protocol.SendMessageRequestHeader) *remoting.Command {
-			if resp := s.storedRetry(ctx, req, h, m); resp != nil {
+			if resp := s.storedRetry(ctx, req, h, m, repeat); resp != nil {
 				return resp
 			}
 			return s.storeSend(ctx, c, req, h, m, delayLevel(m.Properties))

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -141,4 +142,34 @@ func TestRetryFindsItsFirstCopyAcrossAClockStep(t *testing.T) {
 	testutil.Equal(t, again.QueueID, first.QueueID, "a retry after a forward step finds the first copy")
 	testutil.Equal(t, again.QueueOffset, first.QueueOffset, "and its offset")
 	testutil.Equal(t, s.store.MaxOffset(topic, 2), int64(0), "the retries stored nothing")
+}
+
+// Two attempts of one message reaching the master at once — a RocketMQ 5
+// client's resend through another access point beside its first attempt,
+// the chaos campaign's seed 64: both stored within a millisecond — are
+// stored once: the first to claim the UNIQ_KEY stores it, the other waits
+// for that copy and is answered with it.
+func TestTwinSendsAtOnceStoredOnce(t *testing.T) {
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-a"))
+	a, b := newRawClient(t), newRawClient(t)
+	const topic, pairs = "TwinTopic", 200
+	createTopic(t, a, s.Addr(), topic, 4)
+	send := func(c *remoting.Client, uniq string, queue int32) <-chan *remoting.Command {
+		h := protocol.SendMessageRequestHeader{ProducerGroup: "pg", Topic: topic, QueueID: queue, BornTimestamp: time.Now().UnixMilli(),
+			Properties: protocol.EncodeProperties(map[string]string{protocol.PropertyUniqClientMessageID: uniq})}
+		return asyncInvoke(c, s.Addr(), remoting.NewRequest(int32(protocol.SendMessage), h.Ext(), []byte("twin "+uniq)))
+	}
+	for i := range pairs {
+		uniq := fmt.Sprintf("TWIN%05d", i)
+		first, second := send(a, uniq, 0), send(b, uniq, 1)
+		r1, r2 := <-first, <-second
+		expectCode(t, r1, protocol.Success, "first of "+uniq)
+		expectCode(t, r2, protocol.Success, "second of "+uniq)
+		testutil.Equal(t, r1.ExtFields["msgId"], r2.ExtFields["msgId"], "both attempts of %s answered with one copy", uniq)
+	}
+	stored := int64(0)
+	for q := range int32(4) {
+		stored += s.store.MaxOffset(topic, q)
+	}
+	testutil.Equal(t, stored, int64(pairs), "copies stored")
 }

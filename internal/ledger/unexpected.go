@@ -39,17 +39,18 @@ func checkUnexpected(in Input, r *Result) {
 		}
 		p := position{c.Group, c.Queue, c.Offset}
 		ps := seen[c.Key]
+		other, inGroup := sameGroup(ps, p)
 		switch {
 		case len(ps) == 0:
 		case containsPosition(ps, p):
 			addCause(r, "redelivered")
-		case sameGroup(ps, p):
+		case inGroup:
 			addCause(r, "stored twice in one group")
 			r.Unexpected++
 			if len(ps) == 1 {
 				r.StoredTwice++
 			}
-			addExample(&r.UnexpectedExamples, fmt.Sprintf("%s delivered from %s and from %s: stored twice in one group", c.Key, ps[0], p))
+			addExample(&r.UnexpectedExamples, fmt.Sprintf("%s delivered from %s and from %s: stored twice in one group", c.Key, other, p))
 		default:
 			// A send is stored in one group, unless an attempt went
 			// unanswered and the retry went to another: at least once.
@@ -81,11 +82,12 @@ func addCause(r *Result, cause string) {
 }
 
 // sameGroup reports whether one of ps is in p's group.
-func sameGroup(ps []position, p position) bool {
+// sameGroup returns the position of ps in p's group, if there is one.
+func sameGroup(ps []position, p position) (position, bool) {
 	for _, q := range ps {
 		if q.group == p.group {
-			return true
+			return q, true
 		}
 	}
-	return false
+	return position{}, false
 }

@@ -5,10 +5,11 @@ import "sync"
 // recentKeys remembers the UNIQ_KEY hashes (keyHash of topic and key) of the
 // newest records this store took — sent here, copied from a master or
 // replayed by recovery — so that a send can ask cheaply whether its message
-// may be stored already (MaybeStored): a client that got no answer sends
+// may be stored already: a client that got no answer sends
 // the same message again, and the broker answers such a repeat with the
-// stored copy instead of storing a second one. The key index says it
-// exactly but is scanned a segment at a time, too slow for every send.
+// stored copy instead of storing a second one (ClaimRecent). The key index
+// says it exactly but is scanned a segment at a time, too slow for every
+// send.
 //
 // Two generations of open-addressed slots: inserts go to the current one;
 // when it holds recentKeysPerGen hashes the older one is cleared and
@@ -35,9 +36,25 @@ func recentSlot(h uint64) (uint64, int) {
 }
 
 func (k *recentKeys) add(h uint64) {
-	h, i := recentSlot(h)
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.addLocked(h)
+}
+
+// claim adds h and reports whether it was there already, in one step: of
+// two sends of one message at once, exactly one finds it new.
+func (k *recentKeys) claim(h uint64) (seen bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.hasLocked(h) {
+		return true
+	}
+	k.addLocked(h)
+	return false
+}
+
+func (k *recentKeys) addLocked(h uint64) {
+	h, i := recentSlot(h)
 	if k.gens[0] == nil {
 		k.gens[0], k.gens[1] = make([]uint64, recentKeySlots), make([]uint64, recentKeySlots)
 	}
@@ -60,9 +77,13 @@ func (k *recentKeys) add(h uint64) {
 }
 
 func (k *recentKeys) has(h uint64) bool {
-	h, start := recentSlot(h)
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	return k.hasLocked(h)
+}
+
+func (k *recentKeys) hasLocked(h uint64) bool {
+	h, start := recentSlot(h)
 	for _, g := range k.gens {
 		if g == nil {
 			return false
@@ -79,11 +100,14 @@ func (k *recentKeys) has(h uint64) bool {
 	return false
 }
 
-// MaybeStored reports whether a record of topic with UNIQ_KEY uniq may be
-// among the newest records this store took (see recentKeys): false means
-// it is not; true means look it up (QueryRecentByKey).
-func (s *Store) MaybeStored(topic, uniq string) bool {
-	return uniq != "" && s.recent.has(keyHash(topic, uniq))
+// ClaimRecent reports whether a record of topic with UNIQ_KEY uniq may be
+// among the newest records this store took or is taking (see recentKeys),
+// and notes uniq if not: false means it is not, and a concurrent or later
+// call with the same key says true; true means look it up
+// (QueryRecentByKey) — its first copy may still be on its way in. An empty
+// uniq is never seen.
+func (s *Store) ClaimRecent(topic, uniq string) (seen bool) {
+	return uniq != "" && s.recent.claim(keyHash(topic, uniq))
 }
 
 // primeRecentKeys fills recent, at open, from the newest records' key-index

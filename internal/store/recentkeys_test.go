@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/zonemq/zonemq/internal/testutil"
@@ -9,7 +11,8 @@ import (
 
 // A store remembers the UNIQ_KEYs of the records it took — sent, copied
 // from a master, or stored before a restart — so a send can ask whether its
-// message may be stored already (MaybeStored).
+// message may be stored already (ClaimRecent), and of two sends of one
+// message at once exactly one finds it new.
 func TestStoreRemembersRecentUniqKeys(t *testing.T) {
 	o, _ := testOptions(t)
 	s := openStore(t, o)
@@ -18,24 +21,38 @@ func TestStoreRemembersRecentUniqKeys(t *testing.T) {
 		mustPut(t, s, newMsg("T", 0, "x", map[string]string{"KEYS": "k", "UNIQ_KEY": uniq(i)}))
 	}
 	for i := range 20 {
-		if !s.MaybeStored("T", uniq(i)) {
+		if !s.ClaimRecent("T", uniq(i)) {
 			t.Fatalf("the store forgot %s", uniq(i))
 		}
 	}
-	if s.MaybeStored("T", uniq(99)) || s.MaybeStored("Other", uniq(0)) || s.MaybeStored("T", "") {
+	if s.ClaimRecent("T", uniq(99)) || s.ClaimRecent("Other", uniq(0)) || s.ClaimRecent("T", "") {
 		t.Fatal("the store remembers a key it never took (or another topic's)")
 	}
+	if !s.ClaimRecent("T", uniq(99)) || s.ClaimRecent("T", "") {
+		t.Fatal("a claimed key is not seen by the next claim (or an empty one is)")
+	}
+	var seen atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if s.ClaimRecent("T", "twins") {
+				seen.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	testutil.Equal(t, seen.Load(), int32(7), "claims of one key at once that found it taken")
 
 	ro, _ := testOptions(t)
 	replica := openStore(t, ro)
 	copyLog(t, s, replica, 1000)
-	if !replica.MaybeStored("T", uniq(7)) {
+	if !replica.ClaimRecent("T", uniq(7)) {
 		t.Fatal("a replica forgot a key it copied")
 	}
 
 	testutil.NoError(t, s.Close(), "Close")
 	again := openStore(t, o)
-	if !again.MaybeStored("T", uniq(19)) || !again.MaybeStored("T", uniq(0)) {
+	if !again.ClaimRecent("T", uniq(19)) || !again.ClaimRecent("T", uniq(0)) {
 		t.Fatal("a reopened store forgot the keys stored before")
 	}
 }

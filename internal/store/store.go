@@ -30,7 +30,7 @@ type Store struct {
 	lock      *dirLock
 
 	cl *commitLog
-	// recent remembers the newest records' UNIQ_KEYs (MaybeStored).
+	// recent remembers the newest records' UNIQ_KEYs (ClaimRecent).
 	recent recentKeys
 	// reads caches the commit-log blocks that pulls read runs of records
 	// from (readcache.go).
