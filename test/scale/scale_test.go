@@ -1,0 +1,215 @@
+// Package scale measures how zonemq's cost grows with the work — topics per
+// broker, and more curves as they come (issue 25) — on real processes of
+// the zonemq binary on loopback. Its benchmarks run only when asked:
+//
+//	go test -run XXX -bench . -benchtime 1x -timeout 60m ./test/scale
+//
+// Each sub-benchmark is one point of a curve and reports its figures as
+// benchmark metrics; docs/benchmarks.md has the latest run.
+package scale
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/remoting"
+)
+
+// binary is the zonemq executable, built once for the package.
+var binary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run()) // no benchmark asked for: nothing to build
+	}
+	dir, err := os.MkdirTemp("", "zonemq-scale-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "zonemq")
+	build := exec.Command("go", "build", "-o", binary, "../../cmd/zonemq")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		panic("building zonemq: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is one process of the zonemq binary; it is SIGKILLed when the
+// benchmark ends if it still runs.
+type proc struct {
+	name string
+	args []string
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs strings.Builder
+	mu   sync.Mutex
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.logs.Len() < 1<<20 {
+		p.logs.Write(b)
+	}
+	return len(b), nil
+}
+
+// start runs the process (again, with the same arguments) and returns when
+// its address accepts connections.
+func (p *proc) start(tb testing.TB) {
+	tb.Helper()
+	p.cmd = exec.Command(binary, p.args...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.done = make(chan struct{})
+	if err := p.cmd.Start(); err != nil {
+		tb.Fatalf("starting %s: %v", p.name, err)
+	}
+	done := p.done
+	go func() { p.cmd.Wait(); close(done) }()
+	tb.Cleanup(func() { p.cmd.Process.Kill(); <-done })
+	waitFor(tb, p.name+" listening", 60*time.Second, func() error {
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited: %s", p.name, tail(p.logs.String()))
+		default:
+		}
+		c, err := net.DialTimeout("tcp", p.addr, 300*time.Millisecond)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+}
+
+// kill SIGKILLs the process and waits for it.
+func (p *proc) kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+// stop sends SIGTERM and waits for the process to exit.
+func (p *proc) stop(tb testing.TB) {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("%s did not stop within a minute", p.name)
+	}
+}
+
+// rssMiB is the process's resident set, from /proc.
+func (p *proc) rssMiB() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// cpu is the CPU time the process has used (user + system), from /proc.
+func (p *proc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+// freeAddr is host:port with a port that was free a moment ago.
+func freeAddr(tb testing.TB, host string) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", host+":0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitFor polls cond until it returns nil, failing after limit.
+func waitFor(tb testing.TB, what string, limit time.Duration, cond func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: not within %v: %v", what, limit, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		s = "…" + s[len(s)-2000:]
+	}
+	return s
+}
+
+// invoke sends one request and waits up to 30 s for its answer.
+func invoke(c *remoting.Client, addr string, code protocol.RequestCode, ext map[string]string, body []byte) (*remoting.Command, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.Invoke(ctx, addr, remoting.NewRequest(int32(code), ext, body))
+}
+
+// routed reports whether the name server at ns routes topic.
+func routed(c *remoting.Client, ns, topic string) error {
+	h := protocol.GetRouteInfoRequestHeader{Topic: topic}
+	resp, err := invoke(c, ns, protocol.GetRouteInfoByTopic, h.Ext(), nil)
+	if err != nil {
+		return err
+	}
+	if resp.Code != int32(protocol.Success) {
+		return fmt.Errorf("route of %s: %d %s", topic, resp.Code, resp.Remark)
+	}
+	return nil
+}
+
+// envInts reads a comma-separated list of counts from name, or def.
+func envInts(name string, def []int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
