@@ -63,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	setGCTarget()
+	defer startCPUProfile(stderr)()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := c.run(ctx, args[1:], stdout, stderr)

@@ -13,14 +13,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/zonemq/zonemq/internal/acl"
 	"github.com/zonemq/zonemq/internal/protocol"
@@ -39,7 +37,8 @@ type Server struct {
 	acl       *acl.Checker // nil: ACL off (security.go)
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
-	store     *raftboltdb.BoltStore
+	store     checkedStore
+	guard     *voteGuard // a voter that lost its Raft state, until it votes again (raftdamage.go)
 	fsm       *fsm
 	notify    chan bool
 
@@ -85,12 +84,11 @@ func New(opts Options) (_ *Server, err error) {
 		}
 	}()
 	hlog := newRaftLogger(logger)
-	// bbolt locks the file; another voter on the same --data would make
-	// Open wait for ever, so give up after a second and say why.
-	s.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(opts.DataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second}})
-	if err != nil {
-		return nil, fmt.Errorf("controller: opening the Raft log in %s (another voter using it?): %w", opts.DataDir, err)
+	// A damaged Raft state is moved aside and the voter starts empty
+	// (raftdamage.go).
+	var fresh bool
+	if s.store, fresh, err = openRaftStore(opts.DataDir, logger); err != nil {
+		return nil, err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(opts.DataDir, 3, hlog)
 	if err != nil {
@@ -128,11 +126,37 @@ func New(opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: reading Raft state in %s: %w", opts.DataDir, err)
 	}
-	s.raft, err = raft.NewRaft(conf, s.fsm, s.store, s.store, snaps, s.transport)
+	var trans raft.Transport = s.transport
+	var guard *voteGuard
+	if fresh || !hasState && !opts.Bootstrap {
+		// It lost its state (damaged, or --data emptied): it must not
+		// vote before it has caught up (raftdamage.go).
+		guard = newVoteGuard(s.transport, conf.ElectionTimeout, logger)
+		guard.damaged = fresh
+		trans = guard
+		s.guard = guard
+	}
+	s.raft, err = raft.NewRaft(conf, s.fsm, s.store, s.store, snaps, trans)
+	if err != nil && !fresh && strings.Contains(err.Error(), "snapshot") {
+		// Snapshots that do not restore are damage too: start empty.
+		s.closeResources()
+		if err := quarantineRaft(opts.DataDir, fmt.Errorf("%w: %v", errRaftDamaged, err), logger); err != nil {
+			return nil, err
+		}
+		return New(opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("controller: starting Raft: %w", err)
 	}
-	if opts.Bootstrap && !hasState {
+	if guard != nil {
+		guard.applied = s.raft.LastIndex
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			guard.run(s.stop)
+		}()
+	}
+	if opts.Bootstrap && !hasState && !fresh {
 		if err := s.Bootstrap(opts.Peers); err != nil {
 			return nil, err
 		}
@@ -152,6 +176,10 @@ func (s *Server) Bootstrap(peers []Peer) error {
 	}
 	if err := s.raft.BootstrapCluster(conf).Error(); err != nil {
 		return fmt.Errorf("controller: bootstrapping %d voters: %w", len(peers), err)
+	}
+	if s.guard != nil && !s.guard.damaged {
+		// A new cluster, bootstrapped after New: no state was lost.
+		s.guard.caught.Store(true)
 	}
 	s.logger.Info("Raft cluster bootstrapped", "voters", len(peers))
 	return nil
@@ -259,7 +287,7 @@ func (s *Server) closeResources() {
 	if s.transport != nil {
 		s.transport.Close()
 	}
-	if s.store != nil {
+	if s.store.BoltStore != nil {
 		if err := s.store.Close(); err != nil {
 			s.logger.Warn("closing the Raft log", "err", err)
 		}

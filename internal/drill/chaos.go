@@ -40,7 +40,9 @@ const (
 	// minority/majority split.)
 	FaultBridge = "bridge"
 	// FaultCorrupt kills a replica broker, damages the newest part of its
-	// commit log (a bit flipped, or the file cut short) and restarts it.
+	// commit log or of one consume queue (a bit flipped, or the file cut
+	// short) and restarts it; or, in controller mode, kills a name server
+	// and damages its controller voter's Raft log (raft.db) likewise.
 	FaultCorrupt = "corrupt"
 	// FaultFlaky degrades the link between two IDCs both ways: delay
 	// 10–200 ms with jitter, loss 1–20 % (netem or the delay line).
@@ -58,6 +60,17 @@ var AllFaults = []string{FaultKill, FaultStop, FaultPause, FaultCorrupt, FaultPo
 func networkFault(kind string) bool {
 	return kind == FaultIsolate || kind == FaultOneWay || kind == FaultFlaky || kind == FaultBridge
 }
+
+// raftStateLock is held by a corrupt fault on a voter's Raft log, and for
+// raftSettle after it: the damaged voter starts empty and votes again only
+// once it has caught up with the leader, so a second voter damaged before
+// that would leave one voter of three able to vote, and no leader ever (two
+// voters of three losing their state at once is a disaster no automatic
+// recovery survives: the one left may lack committed entries).
+const (
+	raftStateLock = "raft-state"
+	raftSettle    = 30 * time.Second
+)
 
 // faultLock is what a fault holds while in force: its target, or for the
 // network one lock for every cut (a heal removes them all) and one for
@@ -157,11 +170,18 @@ func planChaos(seed uint64, duration time.Duration, kinds []string, targets func
 				}
 			}
 		}
+		raft := kind == FaultCorrupt && strings.HasSuffix(target, "/namesrv")
+		if raft {
+			busy = append(busy, raftStateLock)
+		}
 		if len(busy) == 1 && kind == FaultPower || slices.ContainsFunc(busy, func(b string) bool { return busyUntil[b] > at }) {
 			continue
 		}
 		for _, b := range busy {
 			busyUntil[b] = at + hold
+		}
+		if raft {
+			busyUntil[raftStateLock] = at + hold + raftSettle
 		}
 		e := ChaosEvent{At: millis(at), Hold: millis(hold), Kind: kind, Target: target}
 		switch kind {
@@ -363,7 +383,13 @@ func (d *drill) fault(ctx context.Context, p faultable, e ChaosEvent) error {
 		if !ok {
 			return fmt.Errorf("%s has no data to damage", e.Target)
 		}
-		what, err := damageLog(argAfter(b.args, "--data"), e)
+		var what string
+		var err error
+		if strings.HasSuffix(e.Target, "/namesrv") {
+			what, err = damageRaft(argAfter(b.args, "--controller-data"), e)
+		} else {
+			what, err = damageLog(argAfter(b.args, "--data"), e)
+		}
 		if err != nil {
 			return err
 		}
@@ -542,8 +568,8 @@ func (d *drill) runChaos(ctx context.Context) (*ChaosSummary, error) {
 		}
 		var replicas, brokers []string
 		for _, p := range procs {
-			if strings.Contains(p, "/replica-of-") {
-				replicas = append(replicas, p)
+			if strings.Contains(p, "/replica-of-") || d.ctl != nil && strings.HasSuffix(p, "/namesrv") {
+				replicas = append(replicas, p) // a voter's Raft log is a replica's too
 			}
 			if strings.Contains(p, "/replica-of-") || strings.HasSuffix(p, "/broker") {
 				brokers = append(brokers, p)

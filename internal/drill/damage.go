@@ -117,3 +117,45 @@ func relPath(dir, path string) string {
 	}
 	return path
 }
+
+// damageRaft applies e's damage to the Raft log (raft.db) of the controller
+// voter whose data directory is dir: a bit flipped, or the file cut short,
+// anywhere in it (bbolt places pages anywhere). The voter finds it when it
+// starts, moves its Raft state aside and starts empty
+// (controller/raftdamage.go) — or, when the damage fell on a free page,
+// never notices, as a real disk's damage may go.
+func damageRaft(dir string, e ChaosEvent) (string, error) {
+	if dir == "" {
+		return "no controller voter here: not damaged", nil
+	}
+	path := filepath.Join(dir, "raft.db")
+	st, err := os.Stat(path)
+	if os.IsNotExist(err) || err == nil && st.Size() == 0 {
+		return "no Raft log yet: not damaged", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	size := st.Size()
+	pos := int64(e.DamageAt * float64(size-1))
+	if e.Damage == "truncate" {
+		if err := os.Truncate(path, pos); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("cut the Raft log %s from %d to %d bytes", path, size, pos), nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], pos); err != nil {
+		return "", err
+	}
+	b[0] ^= byte(1) << (pos % 8)
+	if _, err := f.WriteAt(b[:], pos); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("flipped bit %d of byte %d of the Raft log %s (%d bytes)", pos%8, pos, path, size), f.Close()
+}

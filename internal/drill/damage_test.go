@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zonemq/zonemq/internal/testutil"
 )
@@ -74,4 +75,48 @@ func TestChaosDamageOfAConsumeQueue(t *testing.T) {
 		}
 		testutil.Equal(t, st.Size(), want, p, what)
 	}
+}
+
+// A corrupt fault on a name server damages its voter's Raft log anywhere
+// in the file, as its plan says; a name server without a voter is left
+// alone.
+func TestChaosDamageOfARaftLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "raft.db")
+	data := make([]byte, 64<<10)
+	testutil.NoError(t, os.WriteFile(path, data, 0o644))
+	what, err := damageRaft(dir, ChaosEvent{Kind: FaultCorrupt, Target: "idc1/namesrv", Damage: "flip", DamageAt: 0.25})
+	testutil.NoError(t, err)
+	got, _ := os.ReadFile(path)
+	changed := -1
+	for i, b := range got {
+		if b != 0 {
+			changed = i
+		}
+	}
+	testutil.Equal(t, changed, (len(data)-1)/4, "the flipped byte", what)
+	_, err = damageRaft(dir, ChaosEvent{Kind: FaultCorrupt, Target: "idc1/namesrv", Damage: "truncate", DamageAt: 0.5})
+	testutil.NoError(t, err)
+	st, _ := os.Stat(path)
+	testutil.Equal(t, st.Size(), int64((len(data)-1)/2), "cut at half")
+	what, err = damageRaft("", ChaosEvent{Kind: FaultCorrupt, Target: "idc1/namesrv"})
+	testutil.NoError(t, err)
+	testutil.True(t, strings.Contains(what, "not damaged"), what)
+}
+
+// Corrupt faults on voters' Raft logs never come within raftSettle of each
+// other: the voter damaged first must have caught up before a second one
+// loses its state.
+func TestChaosRaftDamageIsNeverCloseTogether(t *testing.T) {
+	targets := func(kind string) []string { return []string{"idc1/namesrv", "idc2/namesrv", "idc3/namesrv"} }
+	plan := planChaos(7, 30*time.Minute, []string{FaultCorrupt}, targets)
+	var last time.Duration = -time.Hour
+	n := 0
+	for _, e := range plan.Events {
+		at := e.At.Duration()
+		testutil.True(t, at >= last+raftSettle, "Raft damage at", at, "after the last one ended at", last)
+		last = at + e.Hold.Duration()
+		n++
+	}
+	testutil.True(t, n > 10, "the plan has Raft damage", n)
 }
