@@ -1,11 +1,13 @@
-// Package scale measures how zonemq's cost grows with the work — topics per
-// broker, and more curves as they come (issue 25) — on real processes of
-// the zonemq binary on loopback. Its benchmarks run only when asked:
+// Package scale measures how zonemq's cost grows with the work (issue 25)
+// on real processes of the zonemq binary on loopback. Its benchmarks run
+// only when asked:
 //
 //	go test -run XXX -bench . -benchtime 1x -timeout 60m ./test/scale
 //
 // Each sub-benchmark is one point of a curve and reports its figures as
-// benchmark metrics; docs/benchmarks.md has the latest run.
+// benchmark metrics; ZONEMQ_SCALE_PLOT=DIR draws each curve into DIR, and
+// ZONEMQ_SCALE_PROFILES=DIR has every server write a CPU profile there.
+// docs/benchmarks.md ("Scale") has the latest run.
 package scale
 
 import (
@@ -78,6 +80,11 @@ func (p *proc) start(tb testing.TB) {
 	tb.Helper()
 	p.cmd = exec.Command(binary, p.args...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if dir := os.Getenv("ZONEMQ_SCALE_PROFILES"); dir != "" {
+		// Each server profiles itself until its clean stop at the end.
+		p.cmd.Env = append(os.Environ(), "ZONEMQ_CPUPROFILE="+filepath.Join(dir,
+			fmt.Sprintf("%s-%s-%d.prof", strings.ReplaceAll(tb.Name(), "/", "_"), p.name, time.Now().UnixNano())))
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	p.done = make(chan struct{})
 	if err := p.cmd.Start(); err != nil {
@@ -85,7 +92,16 @@ func (p *proc) start(tb testing.TB) {
 	}
 	done := p.done
 	go func() { p.cmd.Wait(); close(done) }()
-	tb.Cleanup(func() { p.cmd.Process.Kill(); <-done })
+	tb.Cleanup(func() {
+		// A clean stop (a profile is written then), SIGKILL if it hangs.
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			p.cmd.Process.Kill()
+			<-done
+		}
+	})
 	waitFor(tb, p.name+" listening", 60*time.Second, func() error {
 		select {
 		case <-done:
