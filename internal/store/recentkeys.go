@@ -14,12 +14,14 @@ import "sync"
 // Two generations of open-addressed slots: inserts go to the current one;
 // when it holds recentKeysPerGen hashes the older one is cleared and
 // becomes current. So the newest recentKeysPerGen to 2*recentKeysPerGen
-// records are remembered, in 8 MiB (allocated at the first insert).
+// records are remembered, in 8 MiB (allocated at the first insert). The
+// generations are interleaved — slot i of both side by side — so that a
+// check of both costs one cache miss, not two.
 type recentKeys struct {
-	mu   sync.Mutex
-	gens [2][]uint64 // 0 marks an empty slot
-	cur  int
-	n    int // hashes in gens[cur]
+	mu    sync.Mutex
+	slots []uint64 // slot i of generation g at 2*i+g; 0 marks an empty slot
+	cur   int
+	n     int // hashes in generation cur
 }
 
 const (
@@ -55,21 +57,22 @@ func (k *recentKeys) claim(h uint64) (seen bool) {
 
 func (k *recentKeys) addLocked(h uint64) {
 	h, i := recentSlot(h)
-	if k.gens[0] == nil {
-		k.gens[0], k.gens[1] = make([]uint64, recentKeySlots), make([]uint64, recentKeySlots)
+	if k.slots == nil {
+		k.slots = make([]uint64, 2*recentKeySlots)
 	}
 	if k.n >= recentKeysPerGen {
 		k.cur ^= 1
-		clear(k.gens[k.cur])
+		for j := k.cur; j < len(k.slots); j += 2 {
+			k.slots[j] = 0
+		}
 		k.n = 0
 	}
-	g := k.gens[k.cur]
 	for ; ; i = (i + 1) & (recentKeySlots - 1) {
-		switch g[i] {
+		switch k.slots[2*i+k.cur] {
 		case h:
 			return
 		case 0:
-			g[i] = h
+			k.slots[2*i+k.cur] = h
 			k.n++
 			return
 		}
@@ -83,16 +86,17 @@ func (k *recentKeys) has(h uint64) bool {
 }
 
 func (k *recentKeys) hasLocked(h uint64) bool {
+	if k.slots == nil {
+		return false
+	}
 	h, start := recentSlot(h)
-	for _, g := range k.gens {
-		if g == nil {
-			return false
-		}
+	for g := range 2 {
 		for i := start; ; i = (i + 1) & (recentKeySlots - 1) {
-			if g[i] == h {
+			v := k.slots[2*i+g]
+			if v == h {
 				return true
 			}
-			if g[i] == 0 {
+			if v == 0 {
 				break
 			}
 		}

@@ -78,3 +78,17 @@ func TestRecentKeysWindow(t *testing.T) {
 		t.Fatal("the newest hashes were dropped")
 	}
 }
+
+// BenchmarkRecentKeysClaim is the per-send cost of the repeat check with
+// both generations full: one new hash claimed per op.
+func BenchmarkRecentKeysClaim(b *testing.B) {
+	var k recentKeys
+	h := func(i int) uint64 { return uint64(i+1) * 0x9E3779B97F4A7C15 }
+	for i := range 2 * recentKeysPerGen {
+		k.add(h(i))
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		k.claim(h(2*recentKeysPerGen + i))
+	}
+}
