@@ -92,7 +92,7 @@ func (s *Server) serveSend(ctx context.Context, c *remoting.Conn, req *remoting.
 		Body:           req.Body,
 		Properties:     h.Properties,
 	}
-	if repeat := s.repeatOf(h.Topic, m.Properties); h.Retry || repeat {
+	if repeat := s.repeatOf(m); h.Retry || repeat {
 		// An earlier attempt may have stored it (sendretry.go); what this
 		// connection kept is stored first, so the lookup sees it.
 		retry := func(ctx context.Context, h *protocol.SendMessageRequestHeader) *remoting.Command {

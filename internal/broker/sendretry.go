@@ -41,13 +41,17 @@ const retryLookback = 5 * time.Minute
 // on a replica too, so a new master knows the old one's) and notes this
 // one, so of two attempts at once exactly one is the first. Sends to retry
 // and dead-letter topics are not repeats: a message consumed and sent back
-// twice goes there twice, with one UNIQ_KEY.
-func (s *Server) repeatOf(topic, props string) bool {
-	if strings.HasPrefix(topic, protocol.RetryGroupPrefix) || strings.HasPrefix(topic, protocol.DLQGroupPrefix) {
+// twice goes there twice, with one UNIQ_KEY. Nor are delayed, timer and
+// transactional messages: they are stored under system topics, where the
+// lookup by the send's topic would not find them.
+func (s *Server) repeatOf(m *protocol.MessageExt) bool {
+	if strings.HasPrefix(m.Topic, protocol.RetryGroupPrefix) || strings.HasPrefix(m.Topic, protocol.DLQGroupPrefix) ||
+		m.SysFlag&protocol.SysFlagTransactionMask == protocol.SysFlagTransactionPrep ||
+		delayLevel(m.Properties) > 0 || isTimer(m.Properties) {
 		return false
 	}
-	uniq, _ := protocol.Property(props, protocol.PropertyUniqClientMessageID)
-	return s.store.ClaimRecent(topic, uniq)
+	uniq, _ := protocol.Property(m.Properties, protocol.PropertyUniqClientMessageID)
+	return s.store.ClaimRecent(m.Topic, uniq)
 }
 
 // repeatWait bounds how long a repeat waits for its first attempt's copy
