@@ -120,3 +120,30 @@ func TestChaosRaftDamageIsNeverCloseTogether(t *testing.T) {
 	}
 	testutil.True(t, n > 10, "the plan has Raft damage", n)
 }
+
+// Corrupt faults on copies of one broker group never come within
+// corruptSettle of each other (one copy's data lost at a time); copies of
+// different groups may be damaged together.
+func TestChaosCorruptionOfOneGroupIsNeverCloseTogether(t *testing.T) {
+	targets := func(kind string) []string {
+		return []string{"idc1/replica-of-broker-idc2", "idc3/replica-of-broker-idc2", "idc2/replica-of-broker-idc1", "idc3/replica-of-broker-idc1"}
+	}
+	plan := planChaos(11, 30*time.Minute, []string{FaultCorrupt}, targets)
+	last := map[string]time.Duration{}
+	overlapAcross := false
+	var prevEnd time.Duration = -time.Hour
+	for _, e := range plan.Events {
+		at, lock := e.At.Duration(), copiesLock(e.Target)
+		if end, ok := last[lock]; ok {
+			testutil.True(t, at >= end+corruptSettle, e.Target, "damaged at", at, "its group's last damage ended at", end)
+		}
+		if at < prevEnd {
+			overlapAcross = true
+		}
+		last[lock] = at + e.Hold.Duration()
+		prevEnd = max(prevEnd, at+e.Hold.Duration())
+	}
+	testutil.True(t, len(plan.Events) > 20, "damage planned", len(plan.Events))
+	testutil.True(t, overlapAcross, "copies of different groups are damaged together sometimes")
+	testutil.Equal(t, copiesLock("idc3/broker"), "copies-of-broker-idc3", "the home broker's lock")
+}

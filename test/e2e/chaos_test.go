@@ -19,8 +19,9 @@ const (
 // TestE2EChaosFixedSeed plays a seeded chaos campaign on real processes —
 // 3 IDCs, every broker group with 3 copies under the controller; random
 // kills, SIGSTOPs and clean stops of brokers, name servers with their
-// voters, address servers and clients (rocketmq-client-go's among them),
-// damaged replica files, brokers' wall clocks stepped, and (with FUSE) an
+// voters, address servers and clients (rocketmq-client-go's and the
+// RocketMQ 5 client's among them), damaged replica files and voters' Raft
+// logs, brokers' wall clocks stepped, and (with FUSE) an
 // IDC's power loss or full disk, one at a time or overlapping — and
 // checks the history: no acknowledged message lost, nothing unexpected, no
 // fenced ack, a linearizable epoch history, no order break on the
@@ -67,12 +68,11 @@ func TestE2EChaosFixedSeed(t *testing.T) {
 	}
 	// Every kind that applies on loopback: the process faults, corrupt,
 	// clock, and with FUSE (root, /dev/fuse) power and disk-full; the
-	// drill says so where FUSE is missing and plays the others. The SDK's
-	// workloads (push, pull, orderly) and the stock remoting Go client run;
-	// the RocketMQ 5 client (--v5-peer) waits for its open finding
-	// (docs/disaster-recovery.md: a resend still stored twice in one group).
+	// drill says so where FUSE is missing and plays the others. Every
+	// workload runs: the SDK's (push, pull, orderly), the stock remoting Go
+	// client and the RocketMQ 5 Go client through an access point per IDC.
 	runErr := runDrill(t, ctx, &r, "--chaos", "--seed", strconv.Itoa(chaosSeed), "--duration", d.String(),
-		"--port-offset", offset, "--drain-timeout", "90s", "--stock-peer", rmqpeer)
+		"--port-offset", offset, "--drain-timeout", "90s", "--stock-peer", rmqpeer, "--v5-peer", v5peer)
 	t.Logf("chaos seed %d: %d faults %v; %d acknowledged, %d lost, %d unexpected, %d duplicates, %d fenced acks, %d order breaks, epoch history %s",
 		r.Chaos.Seed, r.Chaos.Faults, r.Chaos.ByKind, r.Check.Acked, r.Check.Lost, r.Check.Unexpected, r.Check.Duplicates,
 		r.Check.FencedAcks, r.Check.OrderViolations, r.Check.EpochHistory)
