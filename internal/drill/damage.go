@@ -44,11 +44,17 @@ func damageLog(dir string, e ChaosEvent) (string, error) {
 	}
 	span := min(size, damageSpan)
 	pos := size - span + int64(e.DamageAt*float64(span-1))
-	if e.Damage == "truncate" {
+	return damageAt(path, relPath(dir, path), size, pos, e.Damage)
+}
+
+// damageAt cuts the file at path (named name in the progress line, size
+// bytes long) at pos, or flips one bit of the byte there, as damage says.
+func damageAt(path, name string, size, pos int64, damage string) (string, error) {
+	if damage == "truncate" {
 		if err := os.Truncate(path, pos); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("cut %s from %d to %d bytes", relPath(dir, path), size, pos), nil
+		return fmt.Sprintf("cut %s from %d to %d bytes", name, size, pos), nil
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -59,12 +65,11 @@ func damageLog(dir string, e ChaosEvent) (string, error) {
 	if _, err := f.ReadAt(b[:], pos); err != nil {
 		return "", err
 	}
-	bit := byte(1) << (pos % 8)
-	b[0] ^= bit
+	b[0] ^= byte(1) << (pos % 8)
 	if _, err := f.WriteAt(b[:], pos); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("flipped bit %d of byte %d of %s (%d bytes)", pos%8, pos, relPath(dir, path), size), f.Close()
+	return fmt.Sprintf("flipped bit %d of byte %d of %s (%d bytes)", pos%8, pos, name, size), f.Close()
 }
 
 // damageTarget picks the file e damages in dir: the newest commit-log
@@ -137,25 +142,5 @@ func damageRaft(dir string, e ChaosEvent) (string, error) {
 		return "", err
 	}
 	size := st.Size()
-	pos := int64(e.DamageAt * float64(size-1))
-	if e.Damage == "truncate" {
-		if err := os.Truncate(path, pos); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("cut the Raft log %s from %d to %d bytes", path, size, pos), nil
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], pos); err != nil {
-		return "", err
-	}
-	b[0] ^= byte(1) << (pos % 8)
-	if _, err := f.WriteAt(b[:], pos); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("flipped bit %d of byte %d of the Raft log %s (%d bytes)", pos%8, pos, path, size), f.Close()
+	return damageAt(path, "the Raft log "+path, size, int64(e.DamageAt*float64(size-1)), e.Damage)
 }
