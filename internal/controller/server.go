@@ -140,6 +140,7 @@ func New(opts Options) (_ *Server, err error) {
 	if err != nil && !fresh && strings.Contains(err.Error(), "snapshot") {
 		// Snapshots that do not restore are damage too: start empty.
 		s.closeResources()
+		s.rs, s.transport, s.store = nil, nil, checkedStore{} // closed: the deferred cleanup must not again
 		if err := quarantineRaft(opts.DataDir, fmt.Errorf("%w: %v", errRaftDamaged, err), logger); err != nil {
 			return nil, err
 		}
