@@ -1,18 +1,13 @@
 package broker
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
-	"github.com/zonemq/zonemq/internal/store"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -38,17 +33,7 @@ func TestSendWaitsUntilTheControllerDropsTheReplica(t *testing.T) {
 	master, _ := runBroker(t, mopts)
 
 	held := ctrlGroupOptions(t, 2, "broker-isr", 1, ReplicationSync, ns.Addr(), ctrl)
-	held.Flush = store.FlushSync
-	var hold atomic.Bool
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	held.commitLogSync = func(f *os.File) error {
-		if hold.Load() {
-			<-release
-		}
-		return f.Sync()
-	}
+	hold, free := holdFsync(&held)
 	_, _ = runBroker(t, held)
 	t.Cleanup(free) // before the brokers stop: the held replica's flusher waits on it
 	_, _ = runBroker(t, ctrlGroupOptions(t, 3, "broker-isr", 2, ReplicationSync, ns.Addr(), ctrl))
@@ -97,23 +82,11 @@ func controllerInSync(t *testing.T, c *remoting.Client, ctrl []string, name stri
 	t.Helper()
 	var set []int64
 	testutil.Eventually(t, 10*time.Second, func() error {
-		for _, addr := range ctrl {
-			var st protocol.ControllerStatus
-			if err := json.Unmarshal(invoke(t, c, addr, protocol.ControllerGetStatus, nil, nil).Body, &st); err != nil {
-				return err
-			}
-			if !st.IsLeader {
-				continue
-			}
-			for _, g := range st.Groups {
-				if g.BrokerName == name {
-					set = g.InSync
-					return nil
-				}
-			}
-			return fmt.Errorf("the controller has no group %s", name)
+		_, g, err := controllerGroup(t, c, ctrl, name)
+		if err == nil {
+			set = g.InSync
 		}
-		return fmt.Errorf("no controller leader")
+		return err
 	})
 	return set
 }

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,28 +19,18 @@ import (
 func waitControllerInSync(t *testing.T, c *remoting.Client, ctrl []string, name string, id int64) {
 	t.Helper()
 	testutil.Eventually(t, 15*time.Second, func() error {
-		for _, addr := range ctrl {
-			resp := invoke(t, c, addr, protocol.ControllerGetStatus, nil, nil)
-			var st protocol.ControllerStatus
-			if err := json.Unmarshal(resp.Body, &st); err != nil {
-				return err
-			}
-			if !st.IsLeader {
-				continue
-			}
-			for _, g := range st.Groups {
-				if g.BrokerName != name || !slices.Contains(g.InSync, id) {
-					continue
-				}
-				for _, m := range g.Members {
-					if m.ID == id && m.Alive {
-						return nil
-					}
-				}
-			}
-			return fmt.Errorf("the controller's view lacks broker %d in sync: %+v", id, st.Groups)
+		_, g, err := controllerGroup(t, c, ctrl, name)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("no controller leader")
+		if slices.Contains(g.InSync, id) {
+			for _, m := range g.Members {
+				if m.ID == id && m.Alive {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("the controller's view lacks broker %d in sync: %+v", id, *g)
 	})
 }
 

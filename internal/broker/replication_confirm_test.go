@@ -2,16 +2,12 @@ package broker
 
 import (
 	"fmt"
-	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
 	"github.com/zonemq/zonemq/internal/remoting"
-	"github.com/zonemq/zonemq/internal/store"
 	"github.com/zonemq/zonemq/internal/testutil"
 )
 
@@ -30,17 +26,7 @@ func TestConsumersReadOnlyWhatTheReplicasConfirmed(t *testing.T) {
 	mopts.ReplicaLagMax = 20 * time.Second // the held replica stays in the in-sync set
 	master, _ := runBroker(t, mopts)
 	ropts := ctrlGroupOptions(t, 2, "broker-hw", 1, ReplicationSync, ns.Addr(), ctrl)
-	ropts.Flush = store.FlushSync
-	var hold atomic.Bool
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	ropts.commitLogSync = func(f *os.File) error {
-		if hold.Load() {
-			<-release
-		}
-		return f.Sync()
-	}
+	hold, free := holdFsync(&ropts)
 	replica, _ := runBroker(t, ropts)
 	t.Cleanup(free) // before the brokers stop: the replica's flusher may wait on it
 	c := newRawClient(t)

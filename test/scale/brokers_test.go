@@ -30,14 +30,9 @@ import (
 //
 // ZONEMQ_SCALE_BROKERS overrides the counts (comma-separated).
 func BenchmarkBrokersPerNameServer(b *testing.B) {
-	for _, n := range envInts("ZONEMQ_SCALE_BROKERS", []int{1, 10, 50, 100, 200}) {
-		b.Run(fmt.Sprintf("brokers=%d", n), func(b *testing.B) {
-			for range b.N {
-				brokersPoint(b, n)
-			}
-		})
-	}
-	plot(b, "brokers-per-namesrv", "brokers per name server")
+	curve(b, "BROKERS", []int{1, 10, 50, 100, 200}, "brokers", "brokers-per-namesrv", "brokers per name server", func(b *testing.B, n int) {
+		brokersPoint(b, n)
+	})
 }
 
 const simTopics = 1000

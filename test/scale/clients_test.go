@@ -27,14 +27,9 @@ import (
 //
 // ZONEMQ_SCALE_CONNS overrides the counts (comma-separated).
 func BenchmarkClientConnections(b *testing.B) {
-	for _, n := range envInts("ZONEMQ_SCALE_CONNS", []int{10, 100, 1000, 10000}) {
-		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) {
-			for range b.N {
-				connectionsPoint(b, n)
-			}
-		})
-	}
-	plot(b, "client-connections", "client connections")
+	curve(b, "CONNS", []int{10, 100, 1000, 10000}, "conns", "client-connections", "client connections", func(b *testing.B, n int) {
+		connectionsPoint(b, n)
+	})
 }
 
 func connectionsPoint(b *testing.B, n int) {
@@ -84,14 +79,9 @@ func connectionsPoint(b *testing.B, n int) {
 //
 // ZONEMQ_SCALE_GROUP overrides the sizes (comma-separated).
 func BenchmarkConsumerGroupSize(b *testing.B) {
-	for _, m := range envInts("ZONEMQ_SCALE_GROUP", []int{1, 10, 100, 1000}) {
-		b.Run(fmt.Sprintf("consumers=%d", m), func(b *testing.B) {
-			for range b.N {
-				groupPoint(b, m)
-			}
-		})
-	}
-	plot(b, "consumer-group-size", "consumers in one group")
+	curve(b, "GROUP", []int{1, 10, 100, 1000}, "consumers", "consumer-group-size", "consumers in one group", func(b *testing.B, m int) {
+		groupPoint(b, m)
+	})
 }
 
 func groupPoint(b *testing.B, m int) {

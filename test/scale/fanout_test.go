@@ -22,14 +22,9 @@ import (
 //
 // ZONEMQ_SCALE_GROUPS overrides the counts (comma-separated).
 func BenchmarkFanOut(b *testing.B) {
-	for _, g := range envInts("ZONEMQ_SCALE_GROUPS", []int{1, 10, 50, 100}) {
-		b.Run(fmt.Sprintf("groups=%d", g), func(b *testing.B) {
-			for range b.N {
-				fanOutPoint(b, g)
-			}
-		})
-	}
-	plot(b, "fan-out", "consumer groups on one topic")
+	curve(b, "GROUPS", []int{1, 10, 50, 100}, "groups", "fan-out", "consumer groups on one topic", func(b *testing.B, g int) {
+		fanOutPoint(b, g)
+	})
 }
 
 const fanOutMessages = 20000

@@ -1,10 +1,7 @@
 package scale
 
 import (
-	"fmt"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,16 +20,11 @@ import (
 //
 // ZONEMQ_SCALE_TIMERS overrides the counts (comma-separated).
 func BenchmarkTimersPending(b *testing.B) {
-	for _, n := range envInts("ZONEMQ_SCALE_TIMERS", []int{1, 1000, 100000, 1000000}) {
-		b.Run(fmt.Sprintf("timers=%d", n), func(b *testing.B) {
-			for range b.N {
-				pendingPoint(b, "timers-pending", n, func(h *protocol.SendMessageRequestHeader) {
-					h.Properties = protocol.EncodeProperties(map[string]string{protocol.PropertyTimerDelaySec: strconv.Itoa(2 * 86400)})
-				})
-			}
+	curve(b, "TIMERS", []int{1, 1000, 100000, 1000000}, "timers", "timers-pending", "timer messages pending", func(b *testing.B, n int) {
+		pendingPoint(b, "timers-pending", n, func(h *protocol.SendMessageRequestHeader) {
+			h.Properties = protocol.EncodeProperties(map[string]string{protocol.PropertyTimerDelaySec: strconv.Itoa(2 * 86400)})
 		})
-	}
-	plot(b, "timers-pending", "timer messages pending")
+	})
 }
 
 // BenchmarkTransactionsHalfOpen is the curve "transactions half-open" of
@@ -41,18 +33,13 @@ func BenchmarkTimersPending(b *testing.B) {
 // kill -9 and after a clean stop. The same figures as
 // BenchmarkTimersPending. ZONEMQ_SCALE_HALF overrides the counts.
 func BenchmarkTransactionsHalfOpen(b *testing.B) {
-	for _, n := range envInts("ZONEMQ_SCALE_HALF", []int{1, 1000, 100000, 1000000}) {
-		b.Run(fmt.Sprintf("half=%d", n), func(b *testing.B) {
-			for range b.N {
-				pendingPoint(b, "transactions-half-open", n, func(h *protocol.SendMessageRequestHeader) {
-					h.SysFlag = protocol.SysFlagTransactionPrep
-					h.Properties = protocol.EncodeProperties(map[string]string{protocol.PropertyTransactionPrepared: "true",
-						protocol.PropertyProducerGroup: "scale_tx_pg"})
-				})
-			}
+	curve(b, "HALF", []int{1, 1000, 100000, 1000000}, "half", "transactions-half-open", "half-open transactions", func(b *testing.B, n int) {
+		pendingPoint(b, "transactions-half-open", n, func(h *protocol.SendMessageRequestHeader) {
+			h.SysFlag = protocol.SysFlagTransactionPrep
+			h.Properties = protocol.EncodeProperties(map[string]string{protocol.PropertyTransactionPrepared: "true",
+				protocol.PropertyProducerGroup: "scale_tx_pg"})
 		})
-	}
-	plot(b, "transactions-half-open", "half-open transactions")
+	})
 }
 
 // pendingPoint sends n messages shaped by kind, measures, and restarts the
@@ -64,31 +51,15 @@ func pendingPoint(b *testing.B, curve string, n int, kind func(*protocol.SendMes
 	const topic = "PendingTopic"
 	createTopics(b, c, br.addr, []string{topic})
 	body := make([]byte, 100)
-	var next, failed atomic.Int64
-	var wg sync.WaitGroup
 	began := time.Now()
-	for range 64 {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) || failed.Load() > 0 {
-					return
-				}
-				h := protocol.SendMessageRequestHeader{ProducerGroup: "scale_tx_pg", Topic: topic, QueueID: int32(i % 8),
-					BornTimestamp: time.Now().UnixMilli()}
-				kind(&h)
-				resp, err := invoke(c, br.addr, protocol.SendMessage, h.Ext(), body)
-				if err != nil || resp.Code != int32(protocol.Success) {
-					failed.Add(1)
-					b.Logf("send: %v %v", err, resp)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if failed.Load() > 0 {
-		b.Fatal("a send failed")
+	err := each(n, func(i int) error {
+		h := protocol.SendMessageRequestHeader{ProducerGroup: "scale_tx_pg", Topic: topic, QueueID: int32(i % 8),
+			BornTimestamp: time.Now().UnixMilli()}
+		kind(&h)
+		return sendOK(c, br.addr, h, body)
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 	report(b, curve, n, float64(n)/time.Since(began).Seconds(), "fill-msg/s")
 	report(b, curve, n, br.rssMiB(), "broker-MiB")

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -228,4 +229,43 @@ func envInts(name string, def []int) []int {
 		}
 	}
 	return out
+}
+
+// curve runs point once per count (ZONEMQ_SCALE_<env> or defaults) as the
+// sub-benchmark "<name>=<count>", then draws the curve (plot).
+func curve(b *testing.B, env string, defaults []int, name, curveName, xLabel string, point func(b *testing.B, n int)) {
+	for _, n := range envInts("ZONEMQ_SCALE_"+env, defaults) {
+		b.Run(fmt.Sprintf("%s=%d", name, n), func(b *testing.B) {
+			for range b.N {
+				point(b, n)
+			}
+		})
+	}
+	plot(b, curveName, xLabel)
+}
+
+// each calls fn(0) … fn(n-1) from 64 goroutines (64 requests in flight)
+// and returns the first error; after one, no further call starts.
+func each(n int, fn func(i int) error) error {
+	var next atomic.Int64
+	var first error
+	var once sync.Once
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					failed.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }

@@ -2,8 +2,6 @@ package scale
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,14 +22,9 @@ import (
 // ZONEMQ_SCALE_GIB overrides the sizes (comma-separated). The default stops
 // at 20 GiB to fit ordinary disks; 50 GiB needs ~55 GiB free.
 func BenchmarkStoreSize(b *testing.B) {
-	for _, gib := range envInts("ZONEMQ_SCALE_GIB", []int{1, 5, 20}) {
-		b.Run(fmt.Sprintf("GiB=%d", gib), func(b *testing.B) {
-			for range b.N {
-				storePoint(b, gib)
-			}
-		})
-	}
-	plot(b, "store-size", "GiB of commit log")
+	curve(b, "GIB", []int{1, 5, 20}, "GiB", "store-size", "GiB of commit log", func(b *testing.B, gib int) {
+		storePoint(b, gib)
+	})
 }
 
 func storePoint(b *testing.B, gib int) {
@@ -42,29 +35,14 @@ func storePoint(b *testing.B, gib int) {
 	createTopics(b, c, br.addr, []string{topic})
 	body := make([]byte, size)
 	total := int64(gib) << 30 / size
-	var next, failed atomic.Int64
-	var wg sync.WaitGroup
 	began := time.Now()
-	for range 64 {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= total || failed.Load() > 0 {
-					return
-				}
-				h := protocol.SendMessageRequestHeader{ProducerGroup: "scale_pg", Topic: topic, QueueID: int32(i % 8),
-					BornTimestamp: time.Now().UnixMilli()}
-				resp, err := invoke(c, br.addr, protocol.SendMessage, h.Ext(), body)
-				if err != nil || resp.Code != int32(protocol.Success) {
-					failed.Add(1)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if failed.Load() > 0 {
-		b.Fatal("a send failed while filling the store")
+	err := each(int(total), func(i int) error {
+		h := protocol.SendMessageRequestHeader{ProducerGroup: "scale_pg", Topic: topic, QueueID: int32(i % 8),
+			BornTimestamp: time.Now().UnixMilli()}
+		return sendOK(c, br.addr, h, body)
+	})
+	if err != nil {
+		b.Fatalf("filling the store: %v", err)
 	}
 	report(b, "store-size", gib, float64(total*size)/(1<<20)/time.Since(began).Seconds(), "fill-MiB/s")
 

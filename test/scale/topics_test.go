@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,14 +28,9 @@ import (
 //
 // ZONEMQ_SCALE_TOPICS overrides the counts (comma-separated).
 func BenchmarkTopicsPerBroker(b *testing.B) {
-	for _, n := range envInts("ZONEMQ_SCALE_TOPICS", []int{10, 100, 1000, 10000, 100000}) {
-		b.Run(fmt.Sprintf("topics=%d", n), func(b *testing.B) {
-			for range b.N {
-				topicsPoint(b, n)
-			}
-		})
-	}
-	plot(b, "topics-per-broker", "topics per broker")
+	curve(b, "TOPICS", []int{10, 100, 1000, 10000, 100000}, "topics", "topics-per-broker", "topics per broker", func(b *testing.B, n int) {
+		topicsPoint(b, n)
+	})
 }
 
 func topicsPoint(b *testing.B, n int) {
@@ -100,31 +93,15 @@ func topicsPoint(b *testing.B, n int) {
 
 // createTopics creates every topic with 8 queues, 64 requests in flight.
 func createTopics(b *testing.B, c *remoting.Client, addr string, topics []string) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for range 64 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(topics) {
-					return
-				}
-				h := protocol.CreateTopicRequestHeader{Topic: topics[i], ReadQueueNums: 8, WriteQueueNums: 8, Perm: 6}
-				resp, err := invoke(c, addr, protocol.UpdateAndCreateTopic, h.Ext(), nil)
-				if err == nil && resp.Code != int32(protocol.Success) {
-					err = fmt.Errorf("creating %s: %d %s", topics[i], resp.Code, resp.Remark)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := each(len(topics), func(i int) error {
+		h := protocol.CreateTopicRequestHeader{Topic: topics[i], ReadQueueNums: 8, WriteQueueNums: 8, Perm: 6}
+		resp, err := invoke(c, addr, protocol.UpdateAndCreateTopic, h.Ext(), nil)
+		if err == nil && resp.Code != int32(protocol.Success) {
+			err = fmt.Errorf("creating %s: %d %s", topics[i], resp.Code, resp.Remark)
+		}
+		return err
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
 }
@@ -150,7 +127,12 @@ func registrationBytes(topics []string) int {
 // send sends one message to queue 0 of topic.
 func send(c *remoting.Client, addr, topic string) error {
 	h := protocol.SendMessageRequestHeader{ProducerGroup: "scale_pg", Topic: topic, QueueID: 0, BornTimestamp: time.Now().UnixMilli()}
-	resp, err := invoke(c, addr, protocol.SendMessage, h.Ext(), []byte("scale"))
+	return sendOK(c, addr, h, []byte("scale"))
+}
+
+// sendOK sends one message with header h and says why it was not stored.
+func sendOK(c *remoting.Client, addr string, h protocol.SendMessageRequestHeader, body []byte) error {
+	resp, err := invoke(c, addr, protocol.SendMessage, h.Ext(), body)
 	if err != nil {
 		return err
 	}
