@@ -98,7 +98,9 @@ func TestControllerLeaseLapseElectsInSyncReplica(t *testing.T) {
 	g := groupStatus(c.status(leader.srv.Addr()))
 	testutil.Equal(t, g.MasterID, int64(2), "status master")
 	testutil.Equal(t, g.Epoch, int64(2), "status epoch")
-	testutil.True(t, slices.Equal(g.InSync, []int64{2}), "in-sync set is the new master", g.InSync)
+	// Until the new master's first report the set keeps the old master,
+	// which wrote everything its epoch acknowledged.
+	testutil.True(t, slices.Equal(g.InSync, []int64{0, 2}), "in-sync set: the new master and the old", g.InSync)
 	// The status carries the epoch history: the adopted master, then the
 	// elected one, each with its address and a commit time.
 	testutil.Equal(t, len(g.History), 2, "history entries")
@@ -524,6 +526,50 @@ func TestControllerElectsAgainWhenTheNewMasterNeverTakesTheRole(t *testing.T) {
 	// dies before it ever heartbeats as master: replica 2 is elected.
 	electedWhile(1, 2, brokers[1], brokers[2])
 	electedWhile(2, 3, brokers[2])
+}
+
+// The chaos campaign's seed 65: the master died, its only in-sync replica
+// was elected, and that replica came back damaged (its log moved aside, so
+// it refuses the role). The old master is back with the whole log: it is
+// elected, where the group used to wait for ever on a set of one refusing
+// broker. A copy that was never in sync is still no candidate.
+func TestControllerElectsTheOldMasterWhenTheOnlyInSyncReplicaCannotLead(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, []int64{1})
+	m, r1, r2 := brokers[0], brokers[1], brokers[2]
+	// The master falls silent: r1, the only in-sync replica, is elected.
+	testutil.Eventually(t, testDeadline, func() error {
+		out, err := c.heartbeat(leader.srv.Addr(), r1)
+		if err != nil {
+			return err
+		}
+		if out.Epoch != 2 || out.MasterID != 1 {
+			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+		}
+		return nil
+	})
+	// r1 restarts damaged and refuses; the old master comes back as a
+	// replica holding everything; r2 (never in sync) has more log still.
+	r1.logEnd, r1.noLead = 0, "it is copying its log again after damage"
+	m.role, m.inSync = protocol.RoleReplica, nil
+	r2.logEnd = 6000
+	testutil.Eventually(t, testDeadline, func() error {
+		var out protocol.ControllerHeartbeatResponseHeader
+		for _, b := range []*testBroker{r1, r2, m} {
+			var err error
+			if out, err = c.heartbeat(leader.srv.Addr(), b); err != nil {
+				return err
+			}
+		}
+		if out.MasterID == 2 {
+			t.Fatalf("broker 2 was never in sync, and was elected at epoch %d", out.Epoch)
+		}
+		if out.Epoch != 3 || out.MasterID != 0 {
+			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+		}
+		return nil
+	})
 }
 
 // A member that says it will not lead (NoLead: it copied its log again

@@ -86,20 +86,24 @@ func (s *Server) pickMaster(g *group, now time.Time, force bool) (int64, int64, 
 }
 
 // elect commits id as g's master at g.Epoch+1, with the group's floor: the
-// least log end of its live in-sync members now (the new master's when
-// forced). Caller holds decideMu.
+// least log end of its live in-sync members now other than the old master
+// (the new master's alone when forced). Each of them holds everything the
+// group acknowledged, so the floor is at least that much; the old master
+// may have lost a tail it acknowledged (the reason it is replaced), so it
+// does not lower the floor. An unforced election keeps the old master in
+// the set (applyElectLocked). Caller holds decideMu.
 func (s *Server) elect(g *group, id int64, reason string, force bool) error {
 	now := s.now()
 	floor := int64(-1)
 	for mid := range g.Members {
-		if counts := mid == id || !force && g.inSync(mid); !counts {
+		if counts := mid == id || !force && mid != g.MasterID && g.inSync(mid); !counts {
 			continue
 		}
 		if alive, logEnd, _ := s.live.alive(g.Key, mid, now, s.opts.MasterLeaseTimeout); alive && (floor < 0 || logEnd < floor) {
 			floor = logEnd
 		}
 	}
-	if err := s.apply(command{Type: cmdElect, Key: g.Key, ID: id, FromEpoch: g.Epoch, LogEnd: max(floor, 0)}); err != nil {
+	if err := s.apply(command{Type: cmdElect, Key: g.Key, ID: id, FromEpoch: g.Epoch, LogEnd: max(floor, 0), KeepOld: !force}); err != nil {
 		return err
 	}
 	s.live.elected(g.Key, s.now())

@@ -135,7 +135,10 @@ type command struct {
 
 	// elect: ID becomes master at FromEpoch+1, and LogEnd the group's
 	// Floor; refused when the group moved on since the leader decided.
+	// KeepOld keeps the old master in the in-sync set (applyElectLocked);
+	// entries written before it existed drop it.
 	FromEpoch int64 `json:"fromEpoch,omitempty"`
+	KeepOld   bool  `json:"keepOld,omitempty"`
 
 	// apiAddr: voter NodeID serves requests at Addr.
 	NodeID string `json:"nodeId,omitempty"`
@@ -235,16 +238,23 @@ func (f *fsm) applyElectLocked(c *command) error {
 	if m == nil {
 		return fmt.Errorf("broker %d is not a member of %s", c.ID, c.Key)
 	}
-	// The set keeps its replicas, without the old master and with the new
-	// one, until the new master's first report, which is committed before
-	// its first lease: nothing is written at the new epoch before, so the
-	// replicas that held everything acknowledged still do, and one of them
-	// can be elected instead if the new master never takes the role (it
-	// died at once, or refused: the chaos campaign saw a group left with a
-	// set of one refusing broker, for ever). The old master rejoins when
-	// the new one reports it in sync.
+	// The set keeps its replicas, with the new master, until the new
+	// master's first report, which is committed before its first lease:
+	// nothing is acknowledged at the new epoch before, so the members that
+	// held everything acknowledged still do, and one of them can be elected
+	// instead if the new master never takes the role (it died at once, or
+	// refused: the chaos campaign saw a group left with a set of one
+	// refusing broker, for ever). With KeepOld the old master stays too: it
+	// wrote everything its epoch acknowledged, and the campaign saw a group
+	// whose only other in-sync copy was damaged wait for ever while the old
+	// master was back with the whole log (pickMaster still checks its log
+	// against the floor). Otherwise it rejoins when the new master reports
+	// it in sync.
 	old := g.MasterID
-	set := slices.DeleteFunc(slices.Clone(g.InSync), func(id int64) bool { return id == old })
+	set := slices.Clone(g.InSync)
+	if !c.KeepOld {
+		set = slices.DeleteFunc(set, func(id int64) bool { return id == old })
+	}
 	g.InSync = slices.Compact(slices.Sorted(slices.Values(append(set, c.ID))))
 	g.MasterID, g.MasterAddr = c.ID, m.Addr
 	g.Epoch = c.FromEpoch + 1
