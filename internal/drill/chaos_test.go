@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zonemq/zonemq/internal/protocol"
+	"github.com/zonemq/zonemq/internal/testutil"
 )
 
 // TestChaosPlanIsSeededAndReplayable: one seed gives one plan; another
@@ -170,4 +171,48 @@ func TestForcedHandBackOnlyToTheLongestLog(t *testing.T) {
 	if holdsMost(g, 7) {
 		t.Fatal("a broker that is no member may be forced")
 	}
+}
+
+// A producer's outage leaves out the time it could not send by design —
+// its IDC isolated, or a majority of the IDCs down (powered off or
+// isolated) — and counts the rest, an IDC powered off alone included.
+func TestChaosOutagesLeaveOutIsolationAndALostMajority(t *testing.T) {
+	began := time.Unix(1_000_000, 0)
+	sec := func(n int) time.Time { return began.Add(time.Duration(n) * time.Second) }
+	ev := func(at, hold int, kind, target string) ChaosEvent {
+		return ChaosEvent{At: Millis(at * 1000), Hold: Millis(hold * 1000), Kind: kind, Target: target}
+	}
+	plan := ChaosPlan{Events: []ChaosEvent{
+		ev(10, 30, FaultIsolate, "idc1"),  // idc1 cut off: 10–40 s
+		ev(100, 30, FaultPower, "idc2"),   // idc2 off 100–130 s ...
+		ev(110, 10, FaultIsolate, "idc3"), // ... and idc3 cut 110–120 s: no majority
+		ev(200, 40, FaultPower, "idc1"),   // idc1 off alone: its producer could still send
+		ev(300, 5, FaultKill, "idc1/broker"),
+	}}
+	var sends []sendRecord
+	ack := func(idc string, at ...int) {
+		for _, n := range at {
+			sends = append(sends, sendRecord{producerIDC: idc, end: sec(n)})
+		}
+	}
+	ack("idc1", 5, 50, 95, 135, 195, 250, 400)
+	ack("idc2", 5, 30, 55, 80, 95, 135)
+	for n := 160; n <= 400; n += 20 {
+		ack("idc2", n)
+	}
+	outs := chaosOutages([]string{"idc1", "idc2", "idc3"}, sends, plan, began, sec(400))
+	// idc1: 5→50 is 45 s less 30 s isolated (15 s); 95→135 is 40 s less
+	// 10 s without a majority (30 s); 195→250 is 55 s, all counted;
+	// 250→400 is 150 s.
+	testutil.Equal(t, outs[0].Longest, Millis(150_000), "idc1's longest")
+	testutil.Equal(t, outs[0].From, Millis(250_000), "idc1's from")
+	// idc2: every gap is 25 s or less but 95→135: 40 s, less 10 s
+	// without a majority.
+	testutil.Equal(t, outs[1].Longest, Millis(30_000), "idc2's longest")
+	testutil.Equal(t, outs[1].From, Millis(95_000), "idc2's from")
+	ex := excusedSpans("idc1", []string{"idc1", "idc2", "idc3"}, plan, began)
+	testutil.Equal(t, ex.within(sec(0), sec(400)), 40*time.Second, "idc1 excused: 30 s cut off, 10 s without a majority")
+	testutil.Equal(t, ex.within(sec(195), sec(250)), time.Duration(0), "an IDC powered off alone excuses nothing")
+	ex2 := excusedSpans("idc2", []string{"idc1", "idc2", "idc3"}, plan, began)
+	testutil.Equal(t, ex2.within(sec(95), sec(135)), 10*time.Second, "idc2 excused only while a majority was down")
 }

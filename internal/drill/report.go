@@ -218,7 +218,7 @@ func (r *Report) writeChaos(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nchaos: seed %d, %d faults %v over %s (plan: %s)\n", c.Seed, c.Faults, c.ByKind, c.Duration, c.PlanFile)
 	for _, o := range c.Outages {
-		fmt.Fprintf(w, "  %s producer: longest without an acknowledgement %s, from %s (faults then: %s)\n",
+		fmt.Fprintf(w, "  %s producer: longest without an acknowledgement %s (not counting its IDC cut off or a majority of IDCs down), from %s (faults then: %s)\n",
 			o.IDC, o.Longest, o.From, strings.Join(o.Faults, "; "))
 	}
 	fmt.Fprintf(w, "  backlog consumed %s after the heal\n", c.Drain)
