@@ -24,8 +24,9 @@ const proxySynopsis = "--idc NAME --addrsrv URL[,URL…] [--listen 127.0.0.1:180
 const proxyAbout = `Serves RocketMQ 5's gRPC API (apache.rocketmq.v2.MessagingService) to the
 official 5.x clients (Java, Go, C++, Python, Node.js, Rust, C#), plaintext and
 TLS on the same port. It sends through its own IDC's brokers first and another
-IDC's at once when those fail. This release serves producers (normal, FIFO and
-delay messages) and consumers (simple and push); transactions get NOT_IMPLEMENTED.
+IDC's at once when those fail. It serves producers (normal, FIFO, delay and
+transactional messages, with transaction checks on the Telemetry stream) and
+consumers (simple and push, POP underneath).
 
 Without --tls-cert it makes a self-signed certificate at start, which the 5.x
 clients accept (they do not verify the server). Prints "access point on ADDR"
