@@ -102,6 +102,7 @@ type brokerConfConversions struct {
 // brokerArgs is the parsed command line.
 type brokerArgs struct {
 	opts     broker.Options
+	proxy    brokerProxyFlags
 	logLevel string
 	warnings []string // ignored broker.conf keys, printed once the logger exists
 }
@@ -218,6 +219,13 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	fs.StringVar(&opts.MetricsListen, "metrics-listen", "",
 		"`host:port` serving Prometheus metrics at /metrics (docs/metrics.md); empty: none")
 	addHardeningFlags(fs, &opts.Hardening)
+	var apFlags brokerProxyFlags
+	fs.StringVar(&apFlags.listen, "proxy-listen", "",
+		"`host:port` to serve the RocketMQ 5 clients' gRPC access point on, in this process (as zonemq\n"+
+			"proxy does; docs/grpc.md); it uses --tls-cert/--tls-key (else a self-signed certificate),\n"+
+			"--acl-file, and reaches the cluster as the broker does; empty: none")
+	fs.StringVar(&apFlags.advertise, "proxy-advertise", "",
+		"`host:port` routes name for the access point when a client names none (default --proxy-listen)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 	fs.String("config", "",
 		"`file` of key=value lines: these flag names without '--', or RocketMQ broker.conf\n"+
@@ -248,7 +256,10 @@ func parseBrokerArgs(args []string, stderr io.Writer) (*brokerArgs, error) {
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-	ba := &brokerArgs{logLevel: *logLevel}
+	ba := &brokerArgs{logLevel: *logLevel, proxy: apFlags}
+	if apFlags.listen == "" && apFlags.advertise != "" {
+		return nil, usagef("--proxy-advertise needs --proxy-listen")
+	}
 	if err := conv.apply(&opts, explicit, ba); err != nil {
 		return nil, err
 	}
@@ -392,7 +403,7 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err // a usage error, or flag.ErrHelp after --help
 	}
 	return serveRole(ctx, stderr, ba.logLevel, broker.ErrInvalidOptions,
-		func(logger *slog.Logger) (*broker.Server, error) {
+		func(logger *slog.Logger) (brokerProcess, error) {
 			for _, w := range ba.warnings {
 				logger.Warn("config: " + w)
 			}
@@ -400,10 +411,24 @@ func runBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			// The chaos campaign's clock faults (zonemq drill --chaos):
 			// nothing unless ZONEMQ_CLOCK_SKEW_FILE is set.
 			go wallclock.Watch(ctx, logger, 100*time.Millisecond)
+			if ba.proxy.listen != "" {
+				return startBrokerWithAccessPoint(ctx, &ba.proxy, ba.opts, logger)
+			}
 			return broker.New(ba.opts)
 		},
-		func(s *broker.Server) {
+		func(s brokerProcess) {
 			fmt.Fprintf(stdout, "broker listening on %s idc=%s name=%s\n", s.Addr(), ba.opts.IDC, ba.opts.BrokerName)
 			printMetricsAddr(stdout, "broker", s.MetricsAddr())
+			if ap, ok := s.(*brokerWithAccessPoint); ok {
+				fmt.Fprintf(stdout, "access point on %s\n", ap.ap.Addr())
+			}
 		})
+}
+
+// brokerProcess is what the broker command runs: a broker, or a broker and
+// an access point (broker_proxy.go).
+type brokerProcess interface {
+	Run(ctx context.Context) error
+	Addr() string
+	MetricsAddr() string
 }
