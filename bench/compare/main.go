@@ -4,7 +4,7 @@
 // ranges, with the CPU time of servers and clients from the kernel's
 // accounting. It prints the table of issue 11. See bench/README.md.
 //
-//	compare run --zonemq BIN --nats-server BIN [--zonemq-before BIN] [--rmq=false] [--rounds 3] [--duration 5s] [--size 1024] [--inflight 64]
+//	compare run --zonemq BIN --nats-server BIN [--zonemq-before BIN] [--rmq=false] [--rounds 3] [--duration 5s] [--size 1024] [--inflight 64] [--senders 64] [--replicated=false]
 //	compare nats-client ...   (the JetStream client process; run by "run")
 //	compare run --soak --zonemq BIN [--soak-rate 10000] [--soak-duration 10m] [--inflight 64]
 //	compare rmq-client ...    (zonemq's rocketmq-client-go client process; run by "run --rmq")
@@ -48,6 +48,8 @@ type config struct {
 	rounds               int
 	duration             time.Duration
 	size, inflight       int
+	senders              int
+	replicated           bool
 	work                 string
 }
 
@@ -62,6 +64,9 @@ func runCompare(args []string) error {
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "publishing time per case")
 	fs.IntVar(&c.size, "size", 1024, "message body bytes")
 	fs.IntVar(&c.inflight, "inflight", 64, "asynchronous publishes in flight")
+	fs.IntVar(&c.senders, "senders", 64, "goroutines publishing synchronously at once, sharing one client (a case of its own; 1: none)")
+	fs.BoolVar(&c.replicated, "replicated", true, "also publish to three copies acknowledged once all hold them: zonemq --replication sync\n"+
+		"with two replicas (idc2, idc3), JetStream a three-node cluster with an R3 stream")
 	fs.StringVar(&c.work, "work", "", "directory for data and logs (default: a new temporary one)")
 	var soak soakConfig
 	doSoak := fs.Bool("soak", false, "instead of the comparison: one zonemq broker at --soak-rate for --soak-duration (zonemq bench --rate), its RSS sampled")
@@ -120,16 +125,17 @@ func runCompare(args []string) error {
 	return nil
 }
 
-// runRound runs every case for one system: async publish, one in flight and
-// consume on one server (flush/sync as the system's default), then async
-// publish again on a server that syncs to disk before each ack.
+// runRound runs every case for one system: async publish, one in flight,
+// --senders synchronous senders and consume on one server (flush as the
+// system's default), async publish again on a server that syncs to disk
+// before each ack, and (--replicated) async publish to three copies.
 func runRound(c config, sys system, dir string, res *results) error {
-	srv, client, err := sys.start(c, filepath.Join(dir, "async"), false)
+	srv, client, err := sys.start(c, filepath.Join(dir, "async"), setupPlain)
 	if err != nil {
 		return err
 	}
 	cpu0 := srv.cpu()
-	r, clientCPU, err := client.publish(c, c.inflight, filepath.Join(dir, "pub-async.log"))
+	r, clientCPU, err := client.publish(c, publishLoad{inflight: c.inflight}, filepath.Join(dir, "pub-async.log"))
 	serverCPU := srv.cpu() - cpu0
 	if err == nil {
 		res.add(sys.name(), "async", r.MsgsPerSec)
@@ -138,10 +144,18 @@ func runRound(c config, sys system, dir string, res *results) error {
 			res.add(sys.name(), "serverCPU", float64(serverCPU.Microseconds())/float64(r.Messages))
 			res.add(sys.name(), "clientCPU", float64(clientCPU.Microseconds())/float64(r.Messages))
 		}
-		r, _, err = client.publish(c, 1, filepath.Join(dir, "pub-sync.log"))
+		r, _, err = client.publish(c, publishLoad{inflight: 1, senders: 1}, filepath.Join(dir, "pub-sync.log"))
 	}
 	if err == nil {
 		res.add(sys.name(), "one", r.MsgsPerSec)
+		if c.senders > 1 {
+			r, _, err = client.publish(c, publishLoad{inflight: 1, senders: c.senders}, filepath.Join(dir, "pub-senders.log"))
+			if err == nil {
+				res.add(sys.name(), "senders", r.MsgsPerSec)
+			}
+		}
+	}
+	if err == nil {
 		r, err = client.consume(c, filepath.Join(dir, "consume.log"))
 	}
 	if err == nil {
@@ -152,15 +166,30 @@ func runRound(c config, sys system, dir string, res *results) error {
 		return err
 	}
 
-	srv, client, err = sys.start(c, filepath.Join(dir, "sync"), true)
+	srv, client, err = sys.start(c, filepath.Join(dir, "sync"), setupFsync)
 	if err != nil {
 		return err
 	}
-	r, _, err = client.publish(c, c.inflight, filepath.Join(dir, "pub-fsync.log"))
+	r, _, err = client.publish(c, publishLoad{inflight: c.inflight}, filepath.Join(dir, "pub-fsync.log"))
 	sys.stop(srv)
 	if err != nil {
 		return err
 	}
 	res.add(sys.name(), "fsync", r.MsgsPerSec)
+	if !c.replicated {
+		return nil
+	}
+
+	srv, client, err = sys.start(c, filepath.Join(dir, "replicated"), setupReplicated)
+	if err != nil {
+		return err
+	}
+	r, _, err = client.publish(c, publishLoad{inflight: c.inflight}, filepath.Join(dir, "pub-replicated.log"))
+	sys.stop(srv)
+	if err != nil {
+		return err
+	}
+	res.add(sys.name(), "replicated", r.MsgsPerSec)
+	res.add(sys.name(), "replicatedP99", r.P99Ms)
 	return nil
 }

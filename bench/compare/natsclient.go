@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,17 +53,29 @@ func runNatsClient(args []string, stdout io.Writer) error {
 	var res clientResult
 	switch f.mode {
 	case "publish":
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name: natsStream, Subjects: []string{natsSubject}, Storage: jetstream.FileStorage,
-		}); err != nil {
-			return fmt.Errorf("creating the stream: %w", err)
+		// A cluster that just started takes a moment to elect its
+		// JetStream meta leader: retry for a while.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+				Name: natsStream, Subjects: []string{natsSubject}, Storage: jetstream.FileStorage, Replicas: max(f.replicas, 1),
+			})
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("creating the stream: %w", err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 		body := make([]byte, f.size)
 		for i := range body {
 			body[i] = byte(rand.Uint32())
 		}
 		if f.inflight <= 1 {
-			res, err = natsPublishSync(ctx, js, body, f.duration)
+			res, err = syncSenders(max(f.senders, 1), f.duration, func() error {
+				_, err := js.Publish(ctx, natsSubject, body)
+				return err
+			})
 		} else {
 			res, err = natsPublishAsync(js, body, f.inflight, f.duration)
 		}
@@ -76,15 +90,37 @@ func runNatsClient(args []string, stdout io.Writer) error {
 	return json.NewEncoder(stdout).Encode(res)
 }
 
-func natsPublishSync(ctx context.Context, js jetstream.JetStream, body []byte, d time.Duration) (clientResult, error) {
+// syncSenders runs senders goroutines, each calling send and waiting for
+// it, one after the other, for d: the way most applications publish.
+func syncSenders(senders int, d time.Duration, send func() error) (clientResult, error) {
+	var mu sync.Mutex
 	var lat []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
 	start := time.Now()
-	for time.Since(start) < d {
-		t := time.Now()
-		if _, err := js.Publish(ctx, natsSubject, body); err != nil {
-			return clientResult{}, err
-		}
-		lat = append(lat, time.Since(t))
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for time.Since(start) < d {
+				t := time.Now()
+				if err := send(); err != nil {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, err)
+					mu.Unlock()
+					break
+				}
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return clientResult{}, firstErr
 	}
 	return summarize(lat, time.Since(start)), nil
 }

@@ -124,3 +124,39 @@ func freePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
+
+// freePorts returns n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// waitLogCount waits until the file at path holds substr n times (n <= 0:
+// at once), checking every 50 ms for at most limit.
+func waitLogCount(path, substr string, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && strings.Count(string(b), substr) >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%q not seen %d times in %s within %s", substr, n, path, limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

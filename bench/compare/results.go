@@ -83,8 +83,11 @@ func (r *results) print(w io.Writer, c config) {
 		{fmt.Sprintf("publish, async, %d in flight, msg/s", c.inflight), "async", " k", 1e-3, 1},
 		{"ack p99 at that load, ms", "p99", "", 1, 1},
 		{"1 in flight, msg/s", "one", " k", 1e-3, 2},
+		{fmt.Sprintf("%d senders, synchronous, one client, msg/s", c.senders), "senders", " k", 1e-3, 2},
 		{"fsync before ack (JetStream `sync_interval: always`), msg/s", "fsync", " k", 1e-3, 2},
 		{"consume, msg/s", "consume", " k", 1e-3, 1},
+		{fmt.Sprintf("3 copies (zonemq `--replication sync`, 2 replicas; JetStream R3 on 3 nodes), %d in flight, msg/s", c.inflight), "replicated", " k", 1e-3, 1},
+		{"ack p99 with 3 copies, ms", "replicatedP99", "", 1, 1},
 		{"broker CPU per 100 k published, s", "serverCPU", "", 0.1, 2},
 		{"client CPU per 100 k published, s", "clientCPU", "", 0.1, 2},
 	}

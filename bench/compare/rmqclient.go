@@ -21,8 +21,8 @@ const rmqTopic = "BenchTopic"
 
 // runRmqClient is a client process of zonemq that uses the stock Apache
 // rocketmq-client-go instead of zonemq's SDK: the broker must keep up with
-// a client it does not control. It publishes (--inflight 1: SendSync; more:
-// SendAsync with that many sends in flight) or consumes the topic from its
+// a client it does not control. It publishes (--inflight 1: SendSync, from
+// --senders goroutines; more: SendAsync with that many sends in flight) or consumes the topic from its
 // first offset with a push consumer, and prints a clientResult as JSON.
 func runRmqClient(args []string, stdout io.Writer) error {
 	f, err := parseClientFlags("rmq-client", "namesrv", "name server host:port", args)
@@ -33,7 +33,7 @@ func runRmqClient(args []string, stdout io.Writer) error {
 	var res clientResult
 	switch f.mode {
 	case "publish":
-		res, err = rmqPublish(f.addr, f.inflight, f.size, f.duration)
+		res, err = rmqPublish(f.addr, f.inflight, f.senders, f.size, f.duration)
 	case "consume":
 		res, err = rmqConsume(f.addr, f.idle)
 	default:
@@ -45,7 +45,7 @@ func runRmqClient(args []string, stdout io.Writer) error {
 	return json.NewEncoder(stdout).Encode(res)
 }
 
-func rmqPublish(namesrv string, inflight, size int, d time.Duration) (clientResult, error) {
+func rmqPublish(namesrv string, inflight, senders, size int, d time.Duration) (clientResult, error) {
 	p, err := rocketmq.NewProducer(producer.WithNameServer([]string{namesrv}), producer.WithGroupName("bench_rmq_producer"),
 		producer.WithRetry(2), producer.WithSendMsgTimeout(10*time.Second))
 	if err != nil {
@@ -71,14 +71,10 @@ func rmqPublish(namesrv string, inflight, size int, d time.Duration) (clientResu
 	var firstErr error
 	start := time.Now()
 	if inflight <= 1 {
-		for time.Since(start) < d {
-			t := time.Now()
-			if _, err := p.SendSync(ctx, newMsg()); err != nil {
-				return clientResult{}, err
-			}
-			lat = append(lat, time.Since(t))
-		}
-		return summarize(lat, time.Since(start)), nil
+		return syncSenders(max(senders, 1), d, func() error {
+			_, err := p.SendSync(ctx, newMsg())
+			return err
+		})
 	}
 	window := make(chan struct{}, inflight)
 	var wg sync.WaitGroup

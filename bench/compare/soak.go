@@ -27,12 +27,12 @@ type soakConfig struct {
 func runSoak(c config, s soakConfig, w io.Writer) error {
 	dir := filepath.Join(c.work, "soak")
 	z := zonemqSystem{label: "zonemq", bin: c.zonemq}
-	srv, _, err := z.start(c, dir, false)
+	srv, cl, err := z.start(c, dir, setupPlain)
 	if err != nil {
 		return err
 	}
 	defer z.stop(srv)
-	nsAddr := zonemqNamesrvAddr[srv]
+	nsAddr := cl.(zonemqClient).namesrv
 
 	var mu sync.Mutex
 	var rss []int64 // KiB, one sample per period
