@@ -166,7 +166,7 @@ func (p *Producer) SendSync(ctx context.Context, msgs ...*Message) (*SendResult,
 	if err != nil {
 		return nil, err
 	}
-	return p.s.send(ctx, out, p.s.pickRoundRobin)
+	return p.s.sendSync(ctx, out) // sendasync.go
 }
 
 // SendAsync sends msgs like SendSync and calls cb once with the outcome,

@@ -116,7 +116,9 @@ func TestClientReplicaServesAfterIDCLoss(t *testing.T) {
 // TestProducerFollowsTheNewMasterWithinASend: a producer whose route still
 // names a group's old master (routes re-read only hourly here) sends after a
 // switchover: the old master, now a replica, refuses as "not master", and
-// the same send is retried at the group's new master, not at another group.
+// the same send is retried at the group's new master, not at another group
+// (SendSync writes its first attempt as SendAsync does, so this holds for
+// both).
 func TestProducerFollowsTheNewMasterWithinASend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

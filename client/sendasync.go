@@ -32,13 +32,47 @@ type ownQueues struct {
 // ctx's deadline, if nearer) whatever happens to ctx. wg, when not nil, is
 // released after done returns.
 func (s *sender) sendAsync(ctx context.Context, out *outgoing, done func(*SendResult, error), wg *sync.WaitGroup) {
+	if s.writeFirstAttempt(ctx, out, done, wg) {
+		return
+	}
+	go func() {
+		res, err := s.send(ctx, out, s.pickRoundRobin)
+		finishAsync(done, wg, res, err)
+	}()
+}
+
+// sendSync is SendSync: in the usual case (sendAsync's) the first attempt
+// is written as an asynchronous send's and the caller waits for its
+// outcome, so that no context, timer or failure record is made per send;
+// otherwise it sends as deliver does. ctx ending while it waits returns at
+// once; the attempt in flight ends on its own.
+func (s *sender) sendSync(ctx context.Context, out *outgoing) (*SendResult, error) {
+	outcome := make(chan syncOutcome, 1)
+	if !s.writeFirstAttempt(ctx, out, func(res *SendResult, err error) { outcome <- syncOutcome{res, err} }, nil) {
+		return s.send(ctx, out, s.pickRoundRobin)
+	}
+	select {
+	case o := <-outcome:
+		return o.res, o.err
+	case <-ctx.Done():
+		s.stats.failures.Add(1)
+		return nil, s.stop(ctx, &SendError{Topic: out.topic})
+	}
+}
+
+// syncOutcome is what sendSync waits for.
+type syncOutcome struct {
+	res *SendResult
+	err error
+}
+
+// writeFirstAttempt writes out's first attempt in sendAsync's usual case
+// and reports whether it did; done (and wg) then hear the outcome, retries
+// included. It does nothing and reports false otherwise.
+func (s *sender) writeFirstAttempt(ctx context.Context, out *outgoing, done func(*SendResult, error), wg *sync.WaitGroup) bool {
 	q, cn, ok := s.fastQueue(out.topic)
 	if !ok || ctx.Err() != nil || s.c.cfg.AccessKey != "" {
-		go func() {
-			res, err := s.send(ctx, out, s.pickRoundRobin)
-			finishAsync(done, wg, res, err)
-		}()
-		return
+		return false
 	}
 	timeout := s.attemptTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -52,6 +86,7 @@ func (s *sender) sendAsync(ctx context.Context, out *outgoing, done func(*SendRe
 		slowAt = a.start.Add(after)
 	}
 	cn.Send(sendRequestAt(out, q, true, a.start), a.start.Add(timeout), slowAt, a)
+	return true
 }
 
 // finishAsync tells done the outcome of an asynchronous send and releases
@@ -137,14 +172,23 @@ func (a *asyncAttempt) retry(err error) {
 		finishAsync(a.done, a.wg, nil, fail)
 		return
 	}
-	// The send goes on elsewhere: information, not a warning (the
-	// application hears of it only if every broker fails).
-	s.c.logger.Info("send moved to another broker", "topic", out.topic, "from", q.broker.name,
-		"addr", a.addr, "brokerIDC", q.broker.idc, "why", err)
-	s.stats.retries.Add(1)
-	s.isolate(q.broker.name, a.addr)
-	s.c.routes.triggerRefresh()
-	res, err := s.deliverFrom(a.ctx, out, s.pickRoundRobin, fail, map[string]bool{q.broker.name: true})
+	var next *writeQueue
+	redirected := map[string]bool{}
+	if nq, ok := s.newMaster(a.ctx, out.topic, q, err, redirected); ok {
+		// As deliverFrom: the group's new master, before any other group.
+		s.c.logger.Info("send refused by a broker that is no longer master; retrying at the new master", "topic", out.topic,
+			"broker", q.broker.name, "old", a.addr, "new", nq.broker.master())
+		next = &nq
+	} else {
+		// The send goes on elsewhere: information, not a warning (the
+		// application hears of it only if every broker fails).
+		s.c.logger.Info("send moved to another broker", "topic", out.topic, "from", q.broker.name,
+			"addr", a.addr, "brokerIDC", q.broker.idc, "why", err)
+		s.stats.retries.Add(1)
+		s.isolate(q.broker.name, a.addr)
+		s.c.routes.triggerRefresh()
+	}
+	res, err := s.deliverFrom(a.ctx, out, s.pickRoundRobin, fail, map[string]bool{q.broker.name: true}, next, redirected)
 	if err != nil {
 		s.stats.failures.Add(1)
 		finishAsync(a.done, a.wg, nil, err)

@@ -240,7 +240,7 @@ const maxRecordedAttempts = 16
 // every broker of the plan failed, the route is re-read and another round
 // starts after a short pause.
 func (s *sender) deliver(ctx context.Context, out *outgoing, pick picker) (*SendResult, error) {
-	return s.deliverFrom(ctx, out, pick, &SendError{Topic: out.topic}, map[string]bool{})
+	return s.deliverFrom(ctx, out, pick, &SendError{Topic: out.topic}, map[string]bool{}, nil, map[string]bool{})
 }
 
 // recordAttempt adds a failed attempt to fail.
@@ -251,8 +251,11 @@ func recordAttempt(fail *SendError, q writeQueue, err error) {
 }
 
 // deliverFrom is deliver after the attempts already in fail and tried (an
-// asynchronous send's first attempt, sendasync.go).
-func (s *sender) deliverFrom(ctx context.Context, out *outgoing, pick picker, fail *SendError, tried map[string]bool) (*SendResult, error) {
+// asynchronous send's first attempt, sendasync.go): next, when not nil, is
+// the queue to try first (the same queue at its group's new master), and
+// redirected the groups already followed to a new master (newMaster).
+func (s *sender) deliverFrom(ctx context.Context, out *outgoing, pick picker, fail *SendError, tried map[string]bool,
+	next *writeQueue, redirected map[string]bool) (*SendResult, error) {
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.sendTimeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.sendTimeout)
@@ -269,8 +272,6 @@ func (s *sender) deliverFrom(ctx context.Context, out *outgoing, pick picker, fa
 		out.header.Retry = true
 	}
 	pause := 20 * time.Millisecond
-	var next *writeQueue // the same queue at its group's new master
-	redirected := map[string]bool{}
 	for {
 		p, err := s.plan(ctx, out.topic)
 		var q writeQueue

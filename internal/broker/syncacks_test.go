@@ -198,7 +198,7 @@ func TestBrokerSyncSendAllocationBudget(t *testing.T) {
 			}
 		}
 	}
-	allocs := keptSendAllocs(t, s, sc, oneWaySends(32, body), answered)
+	allocs := keptSendAllocs(t, s, sc, func(run int) []*remoting.Command { return oneWaySends(int64(run)*32, 32, body) }, answered)
 	t.Logf("sync sends: %.1f allocations per message", allocs)
 	testutil.True(t, allocs <= syncSendAllocBudget, fmt.Sprintf("%.1f allocations per sync send, budget %d", allocs, syncSendAllocBudget))
 	testutil.True(t, s.store.FlushedOffset() >= s.store.CommitLogMaxOffset(), "the sends were flushed")

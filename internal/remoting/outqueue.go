@@ -113,7 +113,12 @@ func (c *Conn) flush(yield bool) error {
 // frames back to back (one goroutine keeping many asynchronous requests in
 // flight) thus never waits for a write, and its frames queued while a write
 // is in progress leave together in the next one, instead of one write call
-// each.
+// each. The flusher yields once before its first write, as flush(true)
+// does: goroutines woken together (many synchronous senders, each told its
+// answer by the read loop's one goroutine) each queue a frame and wait, and
+// without the yield the flusher, started last, ran before the next of them
+// and wrote one frame per call (0.7 write calls per message with 64
+// senders, against 0.06 for one goroutine sending asynchronously).
 func (c *Conn) flushBehind() {
 	q := &c.out
 	q.mu.Lock()
@@ -123,12 +128,16 @@ func (c *Conn) flushBehind() {
 	}
 	q.flushing = true
 	q.mu.Unlock()
-	go c.flushLoop()
+	go c.flushLoop(true)
 }
 
-// flushLoop is a flusher of its own, started when a caller of flush has
-// written maxFlushRounds times and there is still more.
-func (c *Conn) flushLoop() {
+// flushLoop is a flusher of its own, started by flushBehind, or when a
+// caller of flush has written maxFlushRounds times and there is still
+// more; with yield it lets the goroutines ready to run go first (see flush).
+func (c *Conn) flushLoop(yield bool) {
+	if yield {
+		runtime.Gosched()
+	}
 	c.flushRounds(-1)
 }
 
@@ -141,7 +150,7 @@ func (c *Conn) flushRounds(rounds int) error {
 		if rounds == 0 {
 			// Still flushing: the new goroutine takes over.
 			q.mu.Unlock()
-			go c.flushLoop()
+			go c.flushLoop(false)
 			return nil
 		}
 		buf := q.buf

@@ -22,8 +22,10 @@ import (
 
 // BenchmarkBrokerCPUPerSend is issue 25's "stock clients' path": a broker
 // process, and a producer in this process sending 1 KiB messages with 64
-// in flight — rocketmq-client-go (SendAsync), or zonemq's SDK (SendAsync) —
-// for ZONEMQ_SCALE_SENDS messages (default 100 000). For each client
+// in flight — rocketmq-client-go (SendAsync), zonemq's SDK (SendAsync), or
+// the SDK's SendSync from 64 goroutines sharing one producer (sdk-sync, the
+// way most applications send) — for ZONEMQ_SCALE_SENDS messages (default
+// 100 000). For each client
 //
 //	msg/s              the rate
 //	broker-us/msg      the broker process's CPU per message (user + system, from /proc)
@@ -34,7 +36,7 @@ func BenchmarkBrokerCPUPerSend(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("ZONEMQ_SCALE_SENDS")); err == nil && v > 0 {
 		n = v
 	}
-	for _, c := range []string{"rocketmq-client-go", "sdk"} {
+	for _, c := range []string{"rocketmq-client-go", "sdk", "sdk-sync"} {
 		b.Run("client="+c, func(b *testing.B) {
 			for range b.N {
 				cpuPerSendPoint(b, c, n)
@@ -52,6 +54,7 @@ func cpuPerSendPoint(b *testing.B, which string, n int) {
 	waitFor(b, "the topic routed", time.Minute, func() error { return routed(c, ns.addr, topic) })
 	body := make([]byte, 1024)
 	var send func(done func(error)) error
+	var sendSync func() error // sdk-sync: 64 goroutines call it
 	switch which {
 	case "rocketmq-client-go":
 		rlog.SetLogLevel("error")
@@ -82,8 +85,34 @@ func cpuPerSendPoint(b *testing.B, which string, n int) {
 			return p.SendAsync(context.Background(), func(_ *client.SendResult, err error) { done(err) },
 				&client.Message{Topic: topic, Body: body})
 		}
+		if which == "sdk-sync" {
+			sendSync = func() error {
+				_, err := p.SendSync(context.Background(), &client.Message{Topic: topic, Body: body})
+				return err
+			}
+		}
 	}
 	run := func(count int) {
+		if sendSync != nil {
+			var next, failed atomic.Int64
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(count) {
+						if err := sendSync(); err != nil {
+							failed.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if f := failed.Load(); f > 0 {
+				b.Fatalf("%d sends failed", f)
+			}
+			return
+		}
 		window := make(chan struct{}, 64)
 		var wg sync.WaitGroup
 		var failed atomic.Int64
