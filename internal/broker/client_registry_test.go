@@ -288,3 +288,51 @@ func TestBrokerAnnouncedHeartbeatExpiresFast(t *testing.T) {
 	}
 	testutil.True(t, time.Since(start) >= minFastExpiry, "the stock client was silent as long")
 }
+
+// A burst of changes to one group (members joining back to back) is told
+// to its members a few times, not once per change — at most once per gap
+// (notifyGapPerMember per member, up to notifyGap) — and a notice follows
+// the last change, so every member rebalances on the final membership.
+func TestBrokerGroupChangesToldCoalesced(t *testing.T) {
+	s := startBroker(t, testBrokerOptions(t, "127.0.1.1", "idc1", "broker-n"))
+	admin := newRawClient(t)
+	createTopic(t, admin, s.Addr(), "BurstTopic", 4)
+	const group = "burst_cg"
+	const joiners = 200
+	var mu sync.Mutex
+	var told []time.Time
+	first := remoting.NewClient(remoting.ClientOptions{})
+	t.Cleanup(func() { first.Close() })
+	first.Handle(int32(protocol.NotifyConsumerIDsChanged), func(_ context.Context, _ *remoting.Conn, _ *remoting.Command) *remoting.Command {
+		mu.Lock()
+		told = append(told, time.Now())
+		mu.Unlock()
+		return nil
+	})
+	hb := func(c *remoting.Client, id string) {
+		resp := invoke(t, c, s.Addr(), protocol.HeartBeat, nil,
+			heartbeatBody(id, group, protocol.MessageModelCluster, map[string]string{"BurstTopic": "*"}))
+		expectCode(t, resp, protocol.Success, "heartbeat")
+	}
+	hb(first, "first@idc1")
+	var lastChange time.Time
+	for i := range joiners {
+		c := newRawClient(t)
+		lastChange = time.Now()
+		hb(c, fmt.Sprintf("joiner-%d@idc1", i))
+	}
+	testutil.Equal(t, len(s.ConsumerIDs(group)), joiners+1, "every member listed")
+	testutil.Eventually(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(told) == 0 || told[len(told)-1].Before(lastChange) {
+			return fmt.Errorf("no notice after the last join yet (%d notices)", len(told))
+		}
+		return nil
+	})
+	mu.Lock()
+	n := len(told)
+	mu.Unlock()
+	testutil.True(t, n < joiners/2, "notices coalesced:", n, "for", joiners, "joins")
+	t.Logf("%d notices for %d joins", n, joiners)
+}

@@ -230,3 +230,35 @@ func (c *Conn) UnsentBytes() int {
 	defer c.out.mu.Unlock()
 	return c.out.unsent
 }
+
+// OnewayFrame encodes req as a oneway request frame, once, for
+// SendFrame on many connections (a broker's notice to every member of a
+// consumer group): every copy carries the same opaque, which no one
+// answers.
+func OnewayFrame(req *Command) []byte {
+	req.Opaque = nextOpaque()
+	req.Flag = (req.Flag &^ FlagResponse) | FlagOneway
+	return AppendFrame(nil, req)
+}
+
+// SendFrame queues frame, a whole encoded frame (OnewayFrame), and returns
+// without waiting for the write: a flusher goroutine writes it (see
+// flushBehind), so a peer that does not read holds up only its own
+// connection, until the write timeout closes it.
+func (c *Conn) SendFrame(frame []byte) error {
+	q := &c.out
+	q.mu.Lock()
+	if q.err != nil {
+		err := q.err
+		q.mu.Unlock()
+		return fmt.Errorf("%w: %v", ErrConnClosed, err)
+	}
+	if q.buf == nil {
+		q.buf = getWriteBuffer()
+	}
+	q.buf = append(q.buf, frame...)
+	q.unsent += len(frame)
+	q.mu.Unlock()
+	c.flushBehind()
+	return nil
+}
