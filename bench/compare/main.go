@@ -166,30 +166,29 @@ func runRound(c config, sys system, dir string, res *results) error {
 		return err
 	}
 
-	srv, client, err = sys.start(c, filepath.Join(dir, "sync"), setupFsync)
-	if err != nil {
-		return err
-	}
-	r, _, err = client.publish(c, publishLoad{inflight: c.inflight}, filepath.Join(dir, "pub-fsync.log"))
-	sys.stop(srv)
-	if err != nil {
+	if r, err = publishOnFresh(c, sys, filepath.Join(dir, "sync"), setupFsync); err != nil {
 		return err
 	}
 	res.add(sys.name(), "fsync", r.MsgsPerSec)
 	if !c.replicated {
 		return nil
 	}
-
-	srv, client, err = sys.start(c, filepath.Join(dir, "replicated"), setupReplicated)
-	if err != nil {
-		return err
-	}
-	r, _, err = client.publish(c, publishLoad{inflight: c.inflight}, filepath.Join(dir, "pub-replicated.log"))
-	sys.stop(srv)
-	if err != nil {
+	if r, err = publishOnFresh(c, sys, filepath.Join(dir, "replicated"), setupReplicated); err != nil {
 		return err
 	}
 	res.add(sys.name(), "replicated", r.MsgsPerSec)
 	res.add(sys.name(), "replicatedP99", r.P99Ms)
 	return nil
+}
+
+// publishOnFresh starts sys as st says, publishes asynchronously with
+// --inflight in flight, and stops it.
+func publishOnFresh(c config, sys system, dir string, st setup) (clientResult, error) {
+	srv, client, err := sys.start(c, dir, st)
+	if err != nil {
+		return clientResult{}, err
+	}
+	defer sys.stop(srv)
+	r, _, err := client.publish(c, publishLoad{inflight: c.inflight}, filepath.Join(dir, "pub.log"))
+	return r, err
 }
