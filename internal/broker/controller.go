@@ -99,6 +99,9 @@ func (r *replication) controllerBeat(ctx context.Context) error {
 	}
 	if r.state.Master {
 		h.Role = protocol.RoleMaster
+		if s.opts.Replication == ReplicationSync {
+			h.MinInSync = int64(s.opts.MinInsyncReplicas)
+		}
 		var ids []int64
 		for id, p := range r.replicas {
 			if p.inSync {

@@ -90,3 +90,21 @@ func controllerInSync(t *testing.T, c *remoting.Client, ctrl []string, name stri
 	})
 	return set
 }
+
+// A replica in the master's own set counts toward min-insync-replicas only
+// once the controller's committed set has it too (all of them while the
+// controller has named none): until then an election could pick a member
+// the controller keeps eligible instead, which lacks what it confirmed.
+func TestAckSetCountsOnlyReplicasTheControllerHas(t *testing.T) {
+	r := &replication{s: &Server{opts: Options{BrokerID: 0}}, replicas: map[int64]*replicaPeer{
+		1: {id: 1, inSync: true, acked: 100},
+		2: {id: 2, inSync: true, acked: 100},
+	}}
+	r.committedSync = []int64{0, 1}
+	inSync, counted, behind, low := r.ackSetLocked(100)
+	testutil.Equal(t, [4]int64{int64(inSync), int64(counted), int64(behind), low}, [4]int64{2, 1, 0, 100},
+		"in sync, counted, behind, low with replica 2 not committed yet")
+	r.committedSync = nil
+	_, counted, _, _ = r.ackSetLocked(100)
+	testutil.Equal(t, counted, 2, "no committed set named yet: every in-sync replica counts")
+}

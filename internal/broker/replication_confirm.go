@@ -28,9 +28,9 @@ func (r *replication) advanceConfirmed() {
 	end := r.s.store.CommitLogMaxOffset()
 	r.mu.Lock()
 	master := r.state.Master
-	inSync, _, low := r.ackSetLocked(end)
+	_, counted, _, low := r.ackSetLocked(end)
 	r.mu.Unlock()
-	if !master || 1+inSync < r.s.opts.MinInsyncReplicas {
+	if !master || 1+counted < r.s.opts.MinInsyncReplicas {
 		return
 	}
 	if r.controllerMode() && !r.leaseValid() {

@@ -157,16 +157,22 @@ func (s *Server) handleReplicaFetch(ctx context.Context, c *remoting.Conn, req *
 	}
 	changed := h.Offset != p.acked
 	p.acked, p.lastSeen = h.Offset, time.Now()
+	joined := false
 	if h.Offset >= end {
 		p.caughtUp = p.lastSeen
 		if !p.inSync {
-			p.inSync, changed = true, true
+			p.inSync, changed, joined = true, true, true
 			s.logger.Info("replica joined the in-sync set", "replica", h.ReplicaID, "addr", p.addr, "offset", h.Offset)
 		}
 	}
 	r.mu.Unlock()
 	if changed {
 		r.signalAcks()
+	}
+	if joined {
+		// It counts toward min-insync-replicas once the controller has it
+		// (ackSetLocked): report now.
+		r.kickController()
 	}
 
 	wait := min(time.Duration(h.MaxWaitMillis)*time.Millisecond, fetchMaxWait)
@@ -292,7 +298,7 @@ func (r *replication) replicated(end int64) (done bool, err error) {
 		return true, nil
 	}
 	r.mu.Lock()
-	inSync, behind, _ := r.ackSetLocked(end)
+	inSync, counted, behind, _ := r.ackSetLocked(end)
 	master := r.state.Master
 	r.mu.Unlock()
 	if !master {
@@ -301,7 +307,9 @@ func (r *replication) replicated(end int64) (done bool, err error) {
 	if 1+inSync < r.s.opts.MinInsyncReplicas {
 		return true, fmt.Errorf("%w: %d in-sync copies, min-insync-replicas is %d", errReplicaTimeout, 1+inSync, r.s.opts.MinInsyncReplicas)
 	}
-	if behind > 0 {
+	if behind > 0 || 1+counted < r.s.opts.MinInsyncReplicas {
+		// The second: enough copies, but not all in the controller's set
+		// yet; its next answer (the master reports at once) settles it.
 		return false, nil
 	}
 	if r.controllerMode() && !r.leaseValid() {
@@ -314,7 +322,7 @@ func (r *replication) replicated(end int64) (done bool, err error) {
 // confirm the log up to end within ReplicaAckTimeout.
 func (r *replication) replicaTimeout(end int64) error {
 	r.mu.Lock()
-	_, behind, _ := r.ackSetLocked(end)
+	_, _, behind, _ := r.ackSetLocked(end)
 	r.mu.Unlock()
 	return fmt.Errorf("%w: %d in-sync replicas did not confirm within %s", errReplicaTimeout, behind, r.s.opts.ReplicaAckTimeout)
 }
@@ -331,11 +339,22 @@ func (r *replication) replicaTimeout(end int64) error {
 // the chaos campaign lost a message so: a master dropped a replica, answered
 // sends and died, and the controller, still counting the replica in sync,
 // elected it). Caller holds mu.
-func (r *replication) ackSetLocked(end int64) (inSync, behind int, low int64) {
+//
+// counted is how many of the in-sync replicas count toward
+// min-insync-replicas: with the controller, only those its committed set
+// holds too (all of them when it has named none yet). A replica that joined
+// this master's set but not yet the controller's is no candidate in an
+// election, which may instead pick a member the controller keeps eligible
+// (it left while the set was too small to acknowledge anything), so an
+// acknowledgement counted on it could be lost.
+func (r *replication) ackSetLocked(end int64) (inSync, counted, behind int, low int64) {
 	low = end
 	for id, p := range r.replicas {
 		if p.inSync {
 			inSync++
+			if len(r.committedSync) == 0 || slices.Contains(r.committedSync, identityOf(id)) {
+				counted++
+			}
 		}
 		if p.inSync || slices.Contains(r.committedSync, identityOf(id)) {
 			if p.acked < end {
@@ -350,7 +369,7 @@ func (r *replication) ackSetLocked(end int64) (inSync, behind int, low int64) {
 			low = -1
 		}
 	}
-	return inSync, behind, low
+	return inSync, counted, behind, low
 }
 
 // connectedLocked reports whether the replica with broker identity ident

@@ -572,6 +572,50 @@ func TestControllerElectsTheOldMasterWhenTheOnlyInSyncReplicaCannotLead(t *testi
 	})
 }
 
+// The seventh 60-minute campaign's stuck group: the in-sync set shrank to
+// its master alone under --min-insync-replicas 2 (a replica stopped), so the
+// master acknowledged nothing since; then the master's disk was damaged. The
+// stopped replica holds everything acknowledged: the controller keeps it
+// eligible and elects it. A replica dropped while the set was still large
+// enough to acknowledge is not, however much log it has.
+func TestControllerElectsAnEligibleMemberWhenTheSetIsTooSmall(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.leader()
+	brokers := c.establishGroup(leader, []int64{1, 2})
+	m, r1, r2 := brokers[0], brokers[1], brokers[2]
+	m.minInSync = 2
+	status := func() *protocol.ControllerGroup { return groupStatus(c.status(leader.srv.Addr())) }
+	// r2 falls behind: {0, 1}, still two copies.
+	m.inSync = []int64{1}
+	_, err := c.heartbeat(leader.srv.Addr(), m)
+	testutil.NoError(t, err)
+	testutil.True(t, slices.Equal(status().InSync, []int64{0, 1}) && len(status().Eligible) == 0, "set {0,1}, none eligible", status())
+	// r1 stops: the master alone, below min-insync-replicas.
+	m.inSync = nil
+	_, err = c.heartbeat(leader.srv.Addr(), m)
+	testutil.NoError(t, err)
+	testutil.True(t, slices.Equal(status().InSync, []int64{0}) && slices.Equal(status().Eligible, []int64{1}), "set {0}, 1 eligible", status())
+	// The master falls silent (its disk damaged); r1 is back, r2 has more
+	// log but missed acknowledged messages.
+	r2.logEnd = 6000
+	testutil.Eventually(t, testDeadline, func() error {
+		var out protocol.ControllerHeartbeatResponseHeader
+		for _, b := range []*testBroker{r2, r1} {
+			var err error
+			if out, err = c.heartbeat(leader.srv.Addr(), b); err != nil {
+				return err
+			}
+		}
+		if out.MasterID == 2 {
+			t.Fatalf("broker 2 left the set while it could still acknowledge, and was elected at epoch %d", out.Epoch)
+		}
+		if out.Epoch != 2 || out.MasterID != 1 {
+			return fmt.Errorf("epoch %d master %d (%+v)", out.Epoch, out.MasterID, status())
+		}
+		return nil
+	})
+}
+
 // A member that says it will not lead (NoLead: it copied its log again
 // after damage, or lost records) is not elected, however much log it has.
 func TestControllerDoesNotElectAMemberThatWillNotLead(t *testing.T) {

@@ -51,8 +51,9 @@ var errNoCandidate = errors.New("no candidate")
 
 // pickMaster chooses a new master for g other than its current one: the
 // live member with the highest log end (lowest id on a tie), from the
-// in-sync set and never one whose log shrank (liveness.shrunk) unless
-// force, nor one that said it will not lead. It also returns the highest log end the leader
+// in-sync set or its eligible members (group.Eligible), and never one whose
+// log shrank (liveness.shrunk) unless force, nor one that said it will not
+// lead. It also returns the highest log end the leader
 // knows of in the group (what a forced pick may fall short of).
 func (s *Server) pickMaster(g *group, now time.Time, force bool) (int64, int64, error) {
 	best, bestEnd, known := int64(-1), int64(-1), int64(0)
@@ -60,7 +61,7 @@ func (s *Server) pickMaster(g *group, now time.Time, force bool) (int64, int64, 
 		alive, logEnd, _ := s.live.alive(g.Key, id, now, s.opts.MasterLeaseTimeout)
 		known = max(known, m.LogEnd, logEnd)
 		if id == g.MasterID || !alive || s.live.noLead(g.Key, id) != "" ||
-			(!force && (!g.inSync(id) || s.live.shrunk(g.Key, id) || logEnd < g.Floor)) {
+			(!force && (!g.inSync(id) && !g.eligible(id) || s.live.shrunk(g.Key, id) || logEnd < g.Floor)) {
 			// A member whose log shrank since it last reported (its disk
 			// lost data, its log was moved aside) may lack what the group
 			// acknowledged: the chaos campaign saw one elected with a
@@ -79,8 +80,8 @@ func (s *Server) pickMaster(g *group, now time.Time, force bool) (int64, int64, 
 		if force {
 			what = "member"
 		}
-		return -1, known, fmt.Errorf("%w: no live %s other than master %d (in-sync set %v)",
-			errNoCandidate, what, g.MasterID, g.InSync)
+		return -1, known, fmt.Errorf("%w: no live %s other than master %d (in-sync set %v, eligible %v)",
+			errNoCandidate, what, g.MasterID, g.InSync, g.Eligible)
 	}
 	return best, known, nil
 }
@@ -96,7 +97,7 @@ func (s *Server) elect(g *group, id int64, reason string, force bool) error {
 	now := s.now()
 	floor := int64(-1)
 	for mid := range g.Members {
-		if counts := mid == id || !force && mid != g.MasterID && g.inSync(mid); !counts {
+		if counts := mid == id || !force && mid != g.MasterID && (g.inSync(mid) || g.eligible(mid)); !counts {
 			continue
 		}
 		if alive, logEnd, _ := s.live.alive(g.Key, mid, now, s.opts.MasterLeaseTimeout); alive && (floor < 0 || logEnd < floor) {

@@ -61,6 +61,17 @@ type group struct {
 	// longest log (liveness.shrunk), it survives a change of leader. 0 for
 	// an adopted master and in snapshots from before it existed.
 	Floor int64 `json:"floor,omitempty"`
+	// Eligible are members out of the in-sync set that still hold
+	// everything the group acknowledged, candidates for master as the
+	// set's members are (Kafka's eligible leader replicas, KIP-966): each
+	// left the set while the set was below the master's
+	// --min-insync-replicas, when the master acknowledges nothing. The
+	// chaos campaign saw a group whose set shrank to its master alone (a
+	// replica stopped), the master's disk then damaged: no candidate for
+	// good, while the stopped replica held every acknowledged message.
+	// Emptied when the set reaches min-insync-replicas again (sends are
+	// acknowledged again).
+	Eligible []int64 `json:"eligible,omitempty"`
 }
 
 // epochRecord is one master of a group: from epoch Epoch on, broker
@@ -88,6 +99,7 @@ func (g *group) record(at int64) {
 func (g *group) clone() *group {
 	c := *g
 	c.InSync = slices.Clone(g.InSync)
+	c.Eligible = slices.Clone(g.Eligible)
 	c.History = slices.Clone(g.History)
 	c.Members = make(map[int64]*groupMember, len(g.Members))
 	for id, m := range g.Members {
@@ -98,6 +110,27 @@ func (g *group) clone() *group {
 }
 
 func (g *group) inSync(id int64) bool { return slices.Contains(g.InSync, id) }
+
+// eligible reports whether id is one of the group's eligible members.
+func (g *group) eligible(id int64) bool { return slices.Contains(g.Eligible, id) }
+
+// eligibleAfter is the eligible set once the in-sync set went from old to
+// now under a master acknowledging with minInSync copies: the members that
+// left while now is below minInSync join it, members in now leave it, and
+// it is empty once now holds minInSync copies (or minInSync is not known).
+func eligibleAfter(old, now, eligible []int64, minInSync int) []int64 {
+	if minInSync <= 1 || len(now) >= minInSync {
+		return nil
+	}
+	var out []int64
+	for _, id := range slices.Concat(eligible, old) {
+		if !slices.Contains(now, id) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
 
 // fsmState is everything the FSM holds, as snapshots store it.
 type fsmState struct {
@@ -132,6 +165,9 @@ type command struct {
 	Epoch       int64   `json:"epoch"`
 	InSync      []int64 `json:"inSync,omitempty"`
 	SetInSync   bool    `json:"setInSync,omitempty"`
+	// MinInSync is the master's --min-insync-replicas with SetInSync
+	// (group.Eligible); 0 from a broker that does not say.
+	MinInSync int `json:"minInSync,omitempty"`
 
 	// elect: ID becomes master at FromEpoch+1, and LogEnd the group's
 	// Floor; refused when the group moved on since the leader decided.
@@ -223,7 +259,9 @@ func (f *fsm) applyReportLocked(c *command) error {
 		}
 		set := append(slices.Clone(c.InSync), c.ID)
 		slices.Sort(set)
+		old := g.InSync
 		g.InSync = slices.Compact(set)
+		g.Eligible = eligibleAfter(old, g.InSync, g.Eligible, c.MinInSync)
 	}
 	return nil
 }
@@ -256,6 +294,10 @@ func (f *fsm) applyElectLocked(c *command) error {
 		set = slices.DeleteFunc(set, func(id int64) bool { return id == old })
 	}
 	g.InSync = slices.Compact(slices.Sorted(slices.Values(append(set, c.ID))))
+	g.Eligible = slices.DeleteFunc(slices.Clone(g.Eligible), func(id int64) bool { return id == c.ID })
+	if len(g.Eligible) == 0 {
+		g.Eligible = nil
+	}
 	g.MasterID, g.MasterAddr = c.ID, m.Addr
 	g.Epoch = c.FromEpoch + 1
 	g.Floor = max(c.LogEnd, 0)

@@ -121,3 +121,26 @@ func TestControllerFSMEpochHistory(t *testing.T) {
 	testutil.NoError(t, applyCmd(t, f2, 2, command{Type: cmdElect, Key: k, ID: 1, FromEpoch: 7, At: 9}))
 	testutil.True(t, reflect.DeepEqual(f2.group(k).History, []epochRecord{{8, 1, "r1", 9}}), "history after an old snapshot", f2.group(k).History)
 }
+
+// The eligible set: members leaving while the set is below min-insync join
+// it, members back in the set leave it, and it empties once the set holds
+// min-insync copies again or min-insync is not known.
+func TestEligibleAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		old, now, eligible []int64
+		minInSync          int
+		want               []int64
+	}{
+		{"still enough copies", []int64{0, 1, 2}, []int64{0, 1}, nil, 2, nil},
+		{"below min: the leaver is eligible", []int64{0, 1}, []int64{0}, nil, 2, []int64{1}},
+		{"kept while still below", []int64{0}, []int64{0}, []int64{1}, 2, []int64{1}},
+		{"another leaves below min", []int64{0, 2}, []int64{0}, []int64{1}, 3, []int64{1, 2}},
+		{"back in the set", []int64{0}, []int64{0, 1}, []int64{1}, 3, nil},
+		{"enough again", []int64{0}, []int64{0, 2}, []int64{1}, 2, nil},
+		{"min not known", []int64{0, 1}, []int64{0}, nil, 0, nil},
+	} {
+		got := eligibleAfter(tc.old, tc.now, tc.eligible, tc.minInSync)
+		testutil.True(t, slices.Equal(got, tc.want), tc.name, got, tc.want)
+	}
+}

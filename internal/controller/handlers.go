@@ -154,6 +154,7 @@ func reportCommand(key groupKey, g *group, h *protocol.ControllerHeartbeatReques
 		set := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(inSync), h.BrokerID))))
 		if g == nil || !slices.Equal(set, g.InSync) {
 			c.InSync, c.SetInSync, need = set, true, true
+			c.MinInSync = int(min(h.MinInSync, 1<<16))
 		}
 	}
 	return c, need
@@ -371,7 +372,8 @@ func (s *Server) Status() protocol.ControllerStatus {
 	now := s.now()
 	for _, g := range s.fsm.allGroups() {
 		cg := protocol.ControllerGroup{Cluster: g.Key.Cluster, BrokerName: g.Key.Name, MasterID: g.MasterID,
-			MasterAddr: g.MasterAddr, Epoch: g.Epoch, InSync: g.InSync, History: []protocol.ControllerEpoch{}, Floor: g.Floor}
+			MasterAddr: g.MasterAddr, Epoch: g.Epoch, InSync: g.InSync, History: []protocol.ControllerEpoch{}, Floor: g.Floor,
+			Eligible: g.Eligible}
 		for _, h := range g.History {
 			cg.History = append(cg.History, protocol.ControllerEpoch{Epoch: h.Epoch, MasterID: h.MasterID,
 				Addr: h.Addr, ElectedAtMillis: h.AtMillis})

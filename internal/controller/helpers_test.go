@@ -149,13 +149,15 @@ type testBroker struct {
 	logEnd int64
 	inSync []int64
 	noLead string
+	// minInSync is a master's --min-insync-replicas (0: not said).
+	minInSync int64
 }
 
 func (b *testBroker) header() *protocol.ControllerHeartbeatRequestHeader {
 	return &protocol.ControllerHeartbeatRequestHeader{
 		Cluster: "zc", BrokerName: "g1", BrokerID: b.id, Addr: fmt.Sprintf("127.0.%d.1:109%02d", b.id+1, b.id),
 		IDC: fmt.Sprintf("idc%d", b.id+1), Epoch: b.epoch, LogEnd: b.logEnd, Role: b.role,
-		InSyncIDs: protocol.FormatIDs(b.inSync), NoLead: b.noLead,
+		InSyncIDs: protocol.FormatIDs(b.inSync), NoLead: b.noLead, MinInSync: b.minInSync,
 	}
 }
 

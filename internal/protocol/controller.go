@@ -60,13 +60,22 @@ type ControllerHeartbeatRequestHeader struct {
 	// now (it may lack acknowledged messages): the controller does not
 	// elect it. Older controllers ignore it; the broker refuses anyway.
 	NoLead string
+	// MinInSync is a master's --min-insync-replicas with sync replication
+	// (0 otherwise): with fewer copies in sync it acknowledges nothing, so
+	// the controller keeps the members it drops then as eligible for
+	// master. Older controllers ignore it.
+	MinInSync int64
 }
 
 // Ext implements Header.
 func (h *ControllerHeartbeatRequestHeader) Ext() map[string]string {
-	return ExtWriter{}.Str("cluster", h.Cluster).Str("brokerName", h.BrokerName).Int("brokerId", h.BrokerID).
+	w := ExtWriter{}.Str("cluster", h.Cluster).Str("brokerName", h.BrokerName).Int("brokerId", h.BrokerID).
 		Str("addr", h.Addr).OptStr("idc", h.IDC).Int("epoch", h.Epoch).Int("logEnd", h.LogEnd).
 		Str("role", h.Role).OptStr("inSyncIds", h.InSyncIDs).OptStr("noLead", h.NoLead)
+	if h.MinInSync > 0 {
+		w.Int("minInSync", h.MinInSync)
+	}
+	return w
 }
 
 // SetExt implements Header.
@@ -82,6 +91,7 @@ func (h *ControllerHeartbeatRequestHeader) SetExt(ext map[string]string) error {
 	h.Role = r.String("role")
 	h.InSyncIDs = r.OptString("inSyncIds")
 	h.NoLead = r.OptString("noLead")
+	h.MinInSync = r.OptInt64("minInSync", 0)
 	return r.Err()
 }
 
@@ -266,6 +276,10 @@ type ControllerGroup struct {
 	// Floor is the least log end of the in-sync members at the last
 	// election: a member reporting less lost data and is no candidate.
 	Floor int64 `json:"floor,omitempty"`
+	// Eligible are members out of the in-sync set that still hold
+	// everything acknowledged (they left it while it was below the master's
+	// --min-insync-replicas): candidates for master too.
+	Eligible []int64 `json:"eligible,omitempty"`
 }
 
 // ControllerEpoch is one master of a group: broker MasterID at Addr holds
