@@ -300,6 +300,15 @@ func (s *Server) handleElect(ctx context.Context, conn *remoting.Conn, req *remo
 		locked = true
 		prev := g.Epoch
 		if g = s.fsm.group(key); g == nil || g.Epoch != prev {
+			if g != nil && h.To >= 0 && g.MasterID == h.To {
+				// The lease check elected the requested member as the
+				// old lease ran out (the master was silent meanwhile):
+				// what was asked is done.
+				out := protocol.ControllerElectResponseHeader{MasterID: g.MasterID, MasterAddr: g.MasterAddr, Epoch: g.Epoch}
+				resp := reply(req, protocol.Success, "")
+				resp.ExtFields = out.Ext()
+				return resp
+			}
 			return reply(req, protocol.ServiceNotAvailable, "no election: the group changed while the old master's lease ran out")
 		}
 		now = s.now()
