@@ -72,7 +72,7 @@ func (h *ControllerHeartbeatRequestHeader) Ext() map[string]string {
 	w := ExtWriter{}.Str("cluster", h.Cluster).Str("brokerName", h.BrokerName).Int("brokerId", h.BrokerID).
 		Str("addr", h.Addr).OptStr("idc", h.IDC).Int("epoch", h.Epoch).Int("logEnd", h.LogEnd).
 		Str("role", h.Role).OptStr("inSyncIds", h.InSyncIDs).OptStr("noLead", h.NoLead)
-	if h.MinInSync > 0 {
+	if h.MinInSync != 0 {
 		w.Int("minInSync", h.MinInSync)
 	}
 	return w
