@@ -504,28 +504,10 @@ func TestControllerElectsAgainWhenTheNewMasterNeverTakesTheRole(t *testing.T) {
 	c := startCluster(t, 3)
 	leader := c.leader()
 	brokers := c.establishGroup(leader, []int64{1, 2})
-	// electedWhile heartbeats from the given brokers until the group's
-	// master is want at epoch.
-	electedWhile := func(want, epoch int64, live ...*testBroker) {
-		t.Helper()
-		testutil.Eventually(t, testDeadline, func() error {
-			var out protocol.ControllerHeartbeatResponseHeader
-			for _, b := range live {
-				var err error
-				if out, err = c.heartbeat(leader.srv.Addr(), b); err != nil {
-					return err
-				}
-			}
-			if out.Epoch != epoch || out.MasterID != want {
-				return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
-			}
-			return nil
-		})
-	}
 	// The master falls silent; replica 1 (the most log) is elected, and
 	// dies before it ever heartbeats as master: replica 2 is elected.
-	electedWhile(1, 2, brokers[1], brokers[2])
-	electedWhile(2, 3, brokers[2])
+	c.electedWhile(leader.srv.Addr(), 1, 2, -1, brokers[1], brokers[2])
+	c.electedWhile(leader.srv.Addr(), 2, 3, -1, brokers[2])
 }
 
 // The chaos campaign's seed 65: the master died, its only in-sync replica
@@ -554,22 +536,7 @@ func TestControllerElectsTheOldMasterWhenTheOnlyInSyncReplicaCannotLead(t *testi
 	r1.logEnd, r1.noLead = 0, "it is copying its log again after damage"
 	m.role, m.inSync = protocol.RoleReplica, nil
 	r2.logEnd = 6000
-	testutil.Eventually(t, testDeadline, func() error {
-		var out protocol.ControllerHeartbeatResponseHeader
-		for _, b := range []*testBroker{r1, r2, m} {
-			var err error
-			if out, err = c.heartbeat(leader.srv.Addr(), b); err != nil {
-				return err
-			}
-		}
-		if out.MasterID == 2 {
-			t.Fatalf("broker 2 was never in sync, and was elected at epoch %d", out.Epoch)
-		}
-		if out.Epoch != 3 || out.MasterID != 0 {
-			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
-		}
-		return nil
-	})
+	c.electedWhile(leader.srv.Addr(), 0, 3, 2, r1, r2, m) // never 2: it was never in sync
 }
 
 // The seventh 60-minute campaign's stuck group: the in-sync set shrank to
@@ -598,22 +565,7 @@ func TestControllerElectsAnEligibleMemberWhenTheSetIsTooSmall(t *testing.T) {
 	// The master falls silent (its disk damaged); r1 is back, r2 has more
 	// log but missed acknowledged messages.
 	r2.logEnd = 6000
-	testutil.Eventually(t, testDeadline, func() error {
-		var out protocol.ControllerHeartbeatResponseHeader
-		for _, b := range []*testBroker{r2, r1} {
-			var err error
-			if out, err = c.heartbeat(leader.srv.Addr(), b); err != nil {
-				return err
-			}
-		}
-		if out.MasterID == 2 {
-			t.Fatalf("broker 2 left the set while it could still acknowledge, and was elected at epoch %d", out.Epoch)
-		}
-		if out.Epoch != 2 || out.MasterID != 1 {
-			return fmt.Errorf("epoch %d master %d (%+v)", out.Epoch, out.MasterID, status())
-		}
-		return nil
-	})
+	c.electedWhile(leader.srv.Addr(), 1, 2, 2, r2, r1) // never 2: it left while the set could acknowledge
 }
 
 // A member that says it will not lead (NoLead: it copied its log again
@@ -623,22 +575,7 @@ func TestControllerDoesNotElectAMemberThatWillNotLead(t *testing.T) {
 	leader := c.leader()
 	brokers := c.establishGroup(leader, []int64{1, 2})
 	brokers[1].noLead = "it copied its log again after damage"
-	testutil.Eventually(t, testDeadline, func() error {
-		var out protocol.ControllerHeartbeatResponseHeader
-		for _, b := range brokers[1:] {
-			var err error
-			if out, err = c.heartbeat(leader.srv.Addr(), b); err != nil {
-				return err
-			}
-		}
-		if out.MasterID == 1 {
-			t.Fatalf("broker 1 said it will not lead, and was elected at epoch %d", out.Epoch)
-		}
-		if out.Epoch != 2 || out.MasterID != 2 {
-			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
-		}
-		return nil
-	})
+	c.electedWhile(leader.srv.Addr(), 2, 2, 1, brokers[1:]...) // never 1: it said it will not lead
 }
 
 // A master that lost records keeps the role when no other member can take

@@ -216,3 +216,25 @@ func (c *testCluster) establishGroup(leader *testVoter, inSync []int64) []*testB
 	}
 	return brokers
 }
+
+// electedWhile heartbeats live, in turn, until the group's master is want
+// at epoch; it fails at once if never (-1: no one) is elected meanwhile.
+func (c *testCluster) electedWhile(addr string, want, epoch, never int64, live ...*testBroker) {
+	c.t.Helper()
+	testutil.Eventually(c.t, testDeadline, func() error {
+		var out protocol.ControllerHeartbeatResponseHeader
+		for _, b := range live {
+			var err error
+			if out, err = c.heartbeat(addr, b); err != nil {
+				return err
+			}
+		}
+		if never >= 0 && out.MasterID == never {
+			c.t.Fatalf("broker %d was elected at epoch %d", never, out.Epoch)
+		}
+		if out.Epoch != epoch || out.MasterID != want {
+			return fmt.Errorf("epoch %d master %d", out.Epoch, out.MasterID)
+		}
+		return nil
+	})
+}
