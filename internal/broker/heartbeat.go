@@ -166,7 +166,7 @@ const (
 
 // notifyLoop tells every member of a changed group to rebalance at once, so
 // a hand-over takes one round trip instead of a rebalance period; a group
-// changing again within notifyGap is told once more when the gap ends. The
+// changing again within its gap is told once more when the gap ends. The
 // notice is encoded once per group and queued on each member's connection
 // without waiting for the write, so a member that does not read holds up
 // no other (its connection closes at the write timeout). Before, every
