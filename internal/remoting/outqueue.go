@@ -60,6 +60,12 @@ type outQueue struct {
 
 // enqueue encodes cmd at the end of the queue. It does not write.
 func (c *Conn) enqueue(cmd *Command) error {
+	return c.enqueueWith(func(b []byte) []byte { return AppendFrame(b, cmd) })
+}
+
+// enqueueWith appends one frame to the queue with appendFrame, refusing it
+// when the connection has failed or the frame is over the size limit.
+func (c *Conn) enqueueWith(appendFrame func([]byte) []byte) error {
 	q := &c.out
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -70,7 +76,7 @@ func (c *Conn) enqueue(cmd *Command) error {
 		q.buf = getWriteBuffer()
 	}
 	start := len(q.buf)
-	q.buf = AppendFrame(q.buf, cmd)
+	q.buf = appendFrame(q.buf)
 	if n := len(q.buf) - start; n > c.maxFrame+4 {
 		q.buf = q.buf[:start]
 		return fmt.Errorf("%w: outgoing %d bytes", ErrFrameTooLarge, n-4)
@@ -246,19 +252,9 @@ func OnewayFrame(req *Command) []byte {
 // flushBehind), so a peer that does not read holds up only its own
 // connection, until the write timeout closes it.
 func (c *Conn) SendFrame(frame []byte) error {
-	q := &c.out
-	q.mu.Lock()
-	if q.err != nil {
-		err := q.err
-		q.mu.Unlock()
-		return fmt.Errorf("%w: %v", ErrConnClosed, err)
+	if err := c.enqueueWith(func(b []byte) []byte { return append(b, frame...) }); err != nil {
+		return err
 	}
-	if q.buf == nil {
-		q.buf = getWriteBuffer()
-	}
-	q.buf = append(q.buf, frame...)
-	q.unsent += len(frame)
-	q.mu.Unlock()
 	c.flushBehind()
 	return nil
 }
